@@ -1,0 +1,84 @@
+// Options: every setting of a communicator, filled once at the edge and validated.
+//
+// Precedence, lowest to highest: the values set in code, a JSON file named by WEFT_CONFIG, then
+// WEFT_* environment variables. Nothing inside weft reads the environment; Options::from_env is
+// the only place that does. docs/configuration.md lists every field, its variable and JSON key.
+// An Options value is plain data: copy it freely, it is not shared with the communicator.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "weft/export.h"
+#include "weft/status.h"
+#include "weft/types.h"
+
+namespace weft {
+
+enum class TransportKind : uint8_t { automatic = 0, tcp };
+
+// Algorithms a collective may be forced to use. `automatic` lets the selector choose per call by
+// message size and world size. Not every algorithm implements every collective; forcing one that
+// does not is rejected by Options::validate.
+enum class Algorithm : uint8_t {
+  automatic = 0,
+  ring,                // chunked, pipelined ring (allreduce, allgather(v), reduce_scatter, broadcast, reduce)
+  recursive_doubling,  // allreduce, allgather
+  halving_doubling,    // Rabenseifner: reduce-scatter by halving + allgather by doubling (allreduce)
+  binomial,            // binomial tree (broadcast, reduce, gather, scatter)
+  direct,              // every rank talks to the root or to every peer directly
+  pairwise,            // pairwise exchange (alltoall(v))
+  dissemination,       // barrier
+};
+inline constexpr int kAlgorithmCount = 8;
+
+WEFT_API const char* to_string(Algorithm a);
+WEFT_API std::optional<Algorithm> parse_algorithm(std::string_view s);
+WEFT_API const char* to_string(TransportKind t);
+// True when `a` has an implementation for `kind`.
+WEFT_API bool algorithm_supports(Algorithm a, OpKind kind);
+
+struct WEFT_API Options {
+  // Identity. -1 means "take it from the launcher environment" (Communicator::from_env).
+  int rank = -1;
+  int size = -1;
+
+  // Protocol stack.
+  TransportKind transport = TransportKind::automatic;
+  std::array<Algorithm, kOpKindCount> algorithms{};  // indexed by OpKind; all automatic
+  size_t chunk_bytes = 512 * 1024;        // pipelining unit of ring algorithms
+  int sockets_per_peer = 2;               // TCP connections per peer; large messages are striped
+  size_t eager_threshold = 64 * 1024;     // messages up to this size are sent eagerly
+  size_t eager_credit_bytes = 4 << 20;    // most unexpected eager bytes one peer may hold here
+  int reactor_threads = 1;                // epoll threads per communicator
+
+  // Networking.
+  std::string interface;  // NIC name ("eth0") or IPv4 CIDR ("10.1.0.0/16"); empty = automatic
+  std::string host_id;    // overrides the host identity used to tell local from remote peers
+
+  // Time limits.
+  std::chrono::milliseconds timeout{30000};          // per operation
+  std::chrono::milliseconds connect_timeout{60000};  // rendezvous and connection set-up
+
+  std::string log_level = "warn";  // trace, debug, info, warn, error, off
+
+  Algorithm algorithm(OpKind k) const { return algorithms[static_cast<size_t>(k)]; }
+  void set_algorithm(OpKind k, Algorithm a) { algorithms[static_cast<size_t>(k)] = a; }
+
+  // Applies WEFT_CONFIG (a JSON file) and then WEFT_* variables on top of `base`, and validates.
+  static Result<Options> from_env(Options base = {});
+  // Applies one JSON document (the format of WEFT_CONFIG) on top of this.
+  Status apply_json(std::string_view json_text);
+  // Applies one setting by its environment name ("WEFT_CHUNK_BYTES") or JSON key ("chunk_bytes").
+  Status apply(std::string_view key, std::string_view value);
+  Status validate() const;
+  // One line with every value in effect, for the log.
+  std::string describe() const;
+};
+
+}  // namespace weft

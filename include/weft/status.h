@@ -1,0 +1,83 @@
+// Status and Result<T>: weft reports every error as a value.
+//
+// A Status is either ok or carries an ErrorCode plus a message that says what happened, on which
+// rank, to which peer and in which operation, e.g.
+//   "rank 2: allreduce #17 (f32 x 1048576) timed out after 30 s waiting for rank 3".
+// Result<T> holds either a T or a non-ok Status. Both are cheap to move and safe to copy; neither
+// throws. Any thread may create, copy or read them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "weft/export.h"
+
+namespace weft {
+
+enum class ErrorCode : uint8_t {
+  ok = 0,
+  invalid_argument,  // the caller passed something unusable; nothing was sent
+  timeout,           // the operation did not finish within its timeout
+  peer_lost,         // a peer closed its connection or died
+  mismatch,          // ranks called different operations (or with different arguments)
+  aborted,           // abort() was called on this communicator or on a peer
+  io,                // a system call failed
+  protocol,          // a peer sent bytes that are not valid weft frames
+  not_found,         // a key or name does not exist
+  internal,          // a bug in weft
+};
+
+WEFT_API const char* to_string(ErrorCode code);
+
+class [[nodiscard]] WEFT_API Status {
+ public:
+  Status() = default;
+  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status success() { return {}; }
+
+  bool ok() const { return code_ == ErrorCode::ok; }
+  ErrorCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+  // "timeout: rank 2: allreduce #17 ..." or "ok".
+  std::string to_string() const;
+
+  // Returns a copy whose message is "<prefix>: <message>"; ok stays ok.
+  Status with_context(const std::string& prefix) const;
+
+ private:
+  ErrorCode code_ = ErrorCode::ok;
+  std::string message_;
+};
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
+
+  bool ok() const { return v_.index() == 0; }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<1>(v_);
+  }
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &std::get<0>(v_); }
+  T& operator*() & { return std::get<0>(v_); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace weft
+
+// The one error-check helper: evaluate an expression yielding Status, return it if not ok.
+#define WEFT_RETURN_IF_ERROR(expr)          \
+  do {                                      \
+    ::weft::Status weft_status_ = (expr);   \
+    if (!weft_status_.ok()) return weft_status_; \
+  } while (0)

@@ -1,0 +1,70 @@
+// Store: the key-value service ranks use to find each other (rendezvous).
+//
+// Implementations: an in-memory store (ranks as threads of one process), a file store (a shared
+// directory), a TCP store (a server embedded in rank 0 or run standalone with `weft store`) and a
+// prefix store that namespaces another store. All are safe to call from several threads at once.
+// Every call that waits takes a timeout and returns ErrorCode::timeout when it passes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "weft/export.h"
+#include "weft/status.h"
+
+namespace weft {
+
+using Bytes = std::vector<uint8_t>;
+
+class WEFT_API Store {
+ public:
+  virtual ~Store() = default;
+
+  // Sets key to value, replacing any earlier value, and wakes every waiter on that key.
+  virtual Status set(std::string_view key, const Bytes& value) = 0;
+  // Waits until key exists (up to timeout) and returns its value.
+  virtual Result<Bytes> get(std::string_view key, std::chrono::milliseconds timeout) = 0;
+  // Atomically adds delta to the integer stored at key (missing = 0) and returns the new value.
+  virtual Result<int64_t> add(std::string_view key, int64_t delta) = 0;
+  // Waits until every key exists.
+  virtual Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  // True when every key exists now; does not wait.
+  virtual Result<bool> check(const std::vector<std::string>& keys) = 0;
+  // Removes key; ok whether or not it existed.
+  virtual Status erase(std::string_view key) = 0;
+
+  Status set(std::string_view key, std::string_view value) {
+    return set(key, Bytes(value.begin(), value.end()));
+  }
+  Result<std::string> get_string(std::string_view key, std::chrono::milliseconds timeout);
+};
+
+// In-process store; share one instance between the ranks (threads) of a test.
+WEFT_API std::shared_ptr<Store> make_memory_store();
+
+// Store kept in a directory visible to every rank (local disk or a shared file system). One file
+// per key, written atomically (write + rename). The directory is created if missing.
+WEFT_API Result<std::shared_ptr<Store>> make_file_store(const std::string& directory);
+
+// Prepends "<prefix>/" to every key of `inner`.
+WEFT_API std::shared_ptr<Store> make_prefix_store(std::string prefix, std::shared_ptr<Store> inner);
+
+// A TCP store server. It runs its own thread; destroying it stops the server and closes every
+// client connection. Bind to port 0 to let the kernel choose; port() tells which it got.
+class WEFT_API TcpStoreServer {
+ public:
+  virtual ~TcpStoreServer() = default;
+  virtual uint16_t port() const = 0;
+  static Result<std::unique_ptr<TcpStoreServer>> start(const std::string& host, uint16_t port);
+};
+
+// A client of a TcpStoreServer. Connecting retries until `timeout` (the server may start later).
+// `timeout` is also the default for calls that do not take one.
+WEFT_API Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
+                                                         std::chrono::milliseconds timeout);
+
+}  // namespace weft

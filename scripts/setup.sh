@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages weft needs. Idempotent: packages already present are skipped,
+# and apt is not touched at all when nothing is missing.
+#   scripts/setup.sh           build + test dependencies
+#   scripts/setup.sh --bench   also the comparison baselines (Open MPI, Gloo)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  iproute2 procps
+)
+for arg in "$@"; do
+  case "$arg" in
+    --bench) packages+=(openmpi-bin libopenmpi-dev libgloo-dev python3) ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --bench)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup.sh: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+echo "setup.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,31 @@
+#include "weft/status.h"
+
+namespace weft {
+
+const char* to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::ok: return "ok";
+    case ErrorCode::invalid_argument: return "invalid argument";
+    case ErrorCode::timeout: return "timeout";
+    case ErrorCode::peer_lost: return "peer lost";
+    case ErrorCode::mismatch: return "mismatch";
+    case ErrorCode::aborted: return "aborted";
+    case ErrorCode::io: return "i/o error";
+    case ErrorCode::protocol: return "protocol error";
+    case ErrorCode::not_found: return "not found";
+    case ErrorCode::internal: return "internal error";
+  }
+  return "unknown error";
+}
+
+std::string Status::to_string() const {
+  if (ok()) return "ok";
+  return std::string(weft::to_string(code_)) + ": " + message_;
+}
+
+Status Status::with_context(const std::string& prefix) const {
+  if (ok()) return *this;
+  return Status(code_, prefix + ": " + message_);
+}
+
+}  // namespace weft

@@ -1,0 +1,105 @@
+// Context: everything a collective algorithm sees of the world for one operation.
+//
+// An algorithm is a plain function `Status algo(Context&, const CollectiveArgs&)` that runs on the
+// communicator's executing thread. It posts sends and receives to peers by rank, waits for them,
+// reduces with the kernels in reduce/, and returns. It never names a transport.
+//
+// Slots: every message of one operation carries the operation's sequence number plus a `slot`
+// chosen by the algorithm (e.g. the step number). Messages between the same pair of ranks with
+// the same slot match in posting order, so reusing one slot for a stream of chunks is fine.
+//
+// Waiting respects the operation deadline (Options::timeout from the start of the operation); a
+// wait that passes it returns ErrorCode::timeout naming the rank waited for. On any error the
+// algorithm just returns it; the Context cancels what is still posted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+#include "runtime/completion.h"
+#include "transport/transport.h"
+#include "weft/options.h"
+#include "weft/status.h"
+#include "weft/types.h"
+
+namespace weft {
+
+class BufferPool;
+
+// The arguments of one collective call, as validated by the communicator.
+struct CollectiveArgs {
+  OpKind kind = OpKind::allreduce;
+  DataType dtype = DataType::fp32;
+  ReduceOp op = ReduceOp::sum;
+  int root = 0;
+  const void* send = nullptr;  // == recv for in-place
+  void* recv = nullptr;
+  size_t count = 0;  // elements (per rank where the collective says so; see communicator.h)
+  // allgatherv: recv_counts/recv_displs; send_count is `count`.
+  // alltoallv: all four.
+  std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+
+  size_t elem_size() const { return dtype_size(dtype); }
+  bool in_place() const { return send == recv; }
+};
+
+// A posted message; returned by Context::isend/irecv, passed to wait().
+using Handle = Request*;
+
+class Context {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Context(Transport& transport, const Options& options, const Fingerprint& fp,
+          BufferPool& pool);
+  ~Context();  // fails the transport if requests are still pending (an algorithm bug or error)
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
+  const Options& options() const { return options_; }
+  const Fingerprint& fingerprint() const { return fp_; }
+
+  // Posts a message. `buf` must stay valid until the handle is waited for.
+  Handle isend(int peer, uint32_t slot, const void* buf, size_t bytes);
+  Handle irecv(int peer, uint32_t slot, void* buf, size_t bytes);
+  // Waits for one / all handles; the handles are released and must not be used again.
+  Status wait(Handle h);
+  Status wait_all(std::span<const Handle> hs);
+  // Blocking conveniences.
+  Status send(int peer, uint32_t slot, const void* buf, size_t bytes);
+  Status recv(int peer, uint32_t slot, void* buf, size_t bytes);
+  // Sends to `to` and receives from `from` concurrently.
+  Status sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes,
+                  uint32_t slot);
+
+  // Scratch memory from the communicator's pool, reused across operations; valid until this
+  // Context ends. Not zeroed.
+  void* scratch(size_t bytes);
+
+  Clock::time_point deadline() const { return deadline_; }
+
+ private:
+  Request* acquire();
+  void release(Request* r);
+  Status timeout_error(const Request& r) const;
+
+  Transport& transport_;
+  const Options& options_;
+  Fingerprint fp_;
+  BufferPool& pool_;
+  Completion completion_;
+  Clock::time_point start_;
+  Clock::time_point deadline_;
+  std::deque<Request> requests_;     // stable addresses
+  std::vector<Request*> free_;
+  size_t outstanding_ = 0;
+  std::vector<std::pair<void*, size_t>> scratch_;  // returned to pool_ at the end
+};
+
+}  // namespace weft

@@ -1,0 +1,31 @@
+// Completion: a futex word that one thread sleeps on while other threads finish work for it.
+//
+// The transport calls notify() whenever a request it holds is done; the poster loops on
+// "is what I wait for done? if not, wait_for_change()" . Waiting spins briefly, then sleeps on the
+// futex, so oversubscribed jobs (more ranks than cores) do not collapse.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace weft {
+
+class Completion {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Any thread. Wakes the waiter.
+  void notify();
+  // Returns the counter to pass to wait_for_change (read it before checking the condition).
+  uint32_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // Sleeps until notify() was called after `seen` was read, or `deadline` passed.
+  // Returns false on deadline.
+  bool wait_for_change(uint32_t seen, Clock::time_point deadline);
+
+ private:
+  std::atomic<uint32_t> generation_{0};
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+}  // namespace weft

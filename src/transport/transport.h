@@ -1,0 +1,100 @@
+// Transport: moves tagged byte messages between the ranks of one communicator.
+//
+// Collectives never name a transport: they post Requests through a Context (collective/context.h)
+// which forwards them here. Implementations: tcp/ (sockets on an epoll reactor) and local/ (ranks
+// as threads of one process, for tests). Every implementation must:
+//  - match a receive to a send by (peer, tag); several messages with the same (peer, tag) match in
+//    the order they were posted;
+//  - deliver the payload straight into the posted receive buffer when it is already posted;
+//  - compare the Fingerprint of the send with that of the receive and end both with
+//    ErrorCode::mismatch (naming both calls and both ranks) when they disagree;
+//  - complete every request exactly once and call its Completion's notify() afterwards.
+// post_* may be called from any thread. A Request must stay alive and untouched by its poster until
+// done() is true or fail() has returned.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "runtime/completion.h"
+#include "weft/status.h"
+#include "weft/types.h"
+
+namespace weft {
+
+// Identifies the operation a message belongs to. Sent with every message.
+struct Fingerprint {
+  OpKind kind = OpKind::send;
+  DataType dtype = DataType::uint8;
+  ReduceOp op = ReduceOp::sum;
+  int32_t root = -1;
+  uint64_t count = 0;
+  uint64_t seq = 0;  // per-communicator sequence number of collectives (p2p: 0)
+
+  friend bool operator==(const Fingerprint&, const Fingerprint&) = default;
+  // "allreduce #17 (f32 x 1048576, sum)", "broadcast #3 (i32 x 9, root 2)", "send (1024 bytes)".
+  std::string describe() const;
+};
+
+// True when a message sent under `sender` may be received by a receive posted under `receiver`.
+bool fingerprints_compatible(const Fingerprint& sender, const Fingerprint& receiver);
+
+// Tags: collectives use collective_tag(seq, slot); point-to-point user tags use p2p_tag(tag).
+inline constexpr uint64_t kP2pTagBit = 1ull << 63;
+inline constexpr uint64_t collective_tag(uint64_t seq, uint32_t slot) {
+  return ((seq & ((1ull << 40) - 1)) << 20) | (slot & ((1u << 20) - 1));
+}
+inline constexpr uint64_t p2p_tag(uint32_t tag) { return kP2pTagBit | tag; }
+
+struct Request {
+  enum class Kind : uint8_t { send, recv };
+
+  // Set by the poster before posting.
+  Kind kind = Kind::send;
+  int peer = -1;
+  uint64_t tag = 0;
+  void* buf = nullptr;  // for sends: the bytes to send (not modified)
+  size_t bytes = 0;
+  Fingerprint fp;
+  Completion* completion = nullptr;  // notified after done
+
+  // Set by the transport.
+  Status status;  // valid once done()
+  bool done() const { return done_.load(std::memory_order_acquire); }
+  // Transport side: store status, then call this.
+  void complete(Status s) {
+    status = std::move(s);
+    done_.store(true, std::memory_order_release);
+    if (completion != nullptr) completion->notify();
+  }
+  void reset() { done_.store(false, std::memory_order_relaxed); status = Status(); }
+
+ private:
+  std::atomic<bool> done_{false};
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  virtual void post_send(Request* r) = 0;
+  virtual void post_recv(Request* r) = 0;
+
+  // Called by the communicator before the collective with sequence `fp.seq` starts, so that
+  // messages of a different operation with the same sequence (a mismatch) are caught even when
+  // no receive is posted for them.
+  virtual void begin_operation(const Fingerprint& fp) = 0;
+
+  // Ends every pending request with `status`, tells the peers (best effort), and returns only when
+  // no request or buffer is referenced any more. Later posts end at once with the first error.
+  virtual void fail(const Status& status) = 0;
+  // The first error that broke this transport (a lost peer, a protocol error, fail()); ok if none.
+  virtual Status error() const = 0;
+};
+
+}  // namespace weft
