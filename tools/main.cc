@@ -1,14 +1,17 @@
-// weft: the command-line tool. Subcommands: run, bench, store.
-#include <cstdio>
-#include <cstring>
+// weft: the command-line tool. `weft run`, `weft bench`, `weft store`; `weft --help` lists them.
+#include <CLI/CLI.hpp>
 
+#include "tools/commands.h"
 #include "weft/version.h"
 
 int main(int argc, char** argv) {
-  if (argc > 1 && std::strcmp(argv[1], "--version") == 0) {
-    std::printf("weft %s\n", WEFT_VERSION_STRING);
-    return 0;
-  }
-  std::fprintf(stderr, "usage: weft {run|bench|store} ...\n");
-  return 2;
+  CLI::App app{"weft: collective communication for distributed training"};
+  app.set_version_flag("--version", std::string("weft ") + WEFT_VERSION_STRING);
+  app.require_subcommand(1);
+  int exit_code = 0;
+  weft::tools::add_run_command(app, exit_code);
+  weft::tools::add_bench_command(app, exit_code);
+  weft::tools::add_store_command(app, exit_code);
+  CLI11_PARSE(app, argc, argv);
+  return exit_code;
 }
