@@ -1,10 +1,73 @@
+// `weft run`: starts N local ranks of a program with the WEFT_* rendezvous variables set.
+//   weft run -n 4 [--host-ids a,a,b,b] [--timeout 60] [--] ./train --epochs 3
+// The launcher itself lives in tools/launcher/ (job.h describes what it does).
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "tools/commands.h"
+#include "tools/launcher/job.h"
+#include "tools/launcher/rank_layout.h"
 
 namespace weft::tools {
 
+namespace {
+
+struct RunArgs {
+  int nranks = 0;
+  std::string host_id;
+  std::string host_ids;
+  double timeout_s = 0;
+  double grace_s = 2;
+  bool summary = false;
+  std::vector<std::string> command;  // PROGRAM ARGS...
+};
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(std::llround(seconds * 1000)));
+}
+
+int run(const RunArgs& args) {
+  auto placements = launcher::place_ranks(args.nranks, args.host_id, args.host_ids);
+  if (!placements.ok()) {
+    std::cerr << "weft run: " << placements.status().message() << "\n";
+    return 2;
+  }
+  launcher::JobSpec spec;
+  spec.command = args.command;
+  spec.ranks = std::move(placements).value();
+  spec.timeout = to_ms(args.timeout_s);
+  spec.grace = to_ms(args.grace_s);
+  spec.summary_always = args.summary;
+  return launcher::run_job(spec);
+}
+
+}  // namespace
+
 void add_run_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("run", "not implemented yet");
-  cmd->callback([&exit_code] { exit_code = 2; });
+  auto* cmd = app.add_subcommand("run", "Start N local ranks of PROGRAM (the weft launcher)");
+  auto args = std::make_shared<RunArgs>();
+  cmd->add_option("-n,--nranks", args->nranks, "Number of ranks to start")
+      ->required()
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--host-id", args->host_id, "WEFT_HOST_ID for every rank");
+  cmd->add_option("--host-ids", args->host_ids,
+                  "Comma list of one host id per rank (pretend ranks live on different hosts; "
+                  "local rank and size are computed per id)");
+  cmd->add_option("--timeout", args->timeout_s,
+                  "Kill the job after this many seconds and exit 124 (0: no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--grace", args->grace_s,
+                  "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
+  cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")
+      ->required();
+  // The first positional argument ends weft's options: "-n 3" after PROGRAM belongs to PROGRAM.
+  cmd->positionals_at_end();
+  cmd->callback([args, &exit_code] { exit_code = run(*args); });
 }
 
 }  // namespace weft::tools

@@ -39,7 +39,8 @@ class WEFT_API Communicator {
                                                       std::shared_ptr<Store> store);
   // Reads rank, size and the rendezvous store from the launcher environment (weft run, torchrun,
   // Open MPI, Slurm; WEFT_* overrides), applies Options::from_env on top of `base`, and creates.
-  static Result<std::unique_ptr<Communicator>> from_env(Options base = {});
+  static Result<std::unique_ptr<Communicator>> from_env(const Options& base);
+  static Result<std::unique_ptr<Communicator>> from_env();
 
   ~Communicator();
   Communicator(const Communicator&) = delete;

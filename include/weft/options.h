@@ -71,7 +71,8 @@ struct WEFT_API Options {
   void set_algorithm(OpKind k, Algorithm a) { algorithms[static_cast<size_t>(k)] = a; }
 
   // Applies WEFT_CONFIG (a JSON file) and then WEFT_* variables on top of `base`, and validates.
-  static Result<Options> from_env(Options base = {});
+  static Result<Options> from_env(const Options& base);
+  static Result<Options> from_env() { return from_env(Options()); }
   // Applies one JSON document (the format of WEFT_CONFIG) on top of this.
   Status apply_json(std::string_view json_text);
   // Applies one setting by its environment name ("WEFT_CHUNK_BYTES") or JSON key ("chunk_bytes").

@@ -87,6 +87,7 @@ class Context {
  private:
   Request* acquire();
   void release(Request* r);
+  Status finish(Request* r);  // takes a done request's status and releases it
   Status timeout_error(const Request& r) const;
 
   Transport& transport_;
@@ -98,7 +99,9 @@ class Context {
   Clock::time_point deadline_;
   std::deque<Request> requests_;     // stable addresses
   std::vector<Request*> free_;
-  size_t outstanding_ = 0;
+  size_t outstanding_ = 0;  // posted, not yet waited for
+  uint64_t posted_ = 0;     // every request ever posted: each notifies completion_ once
+  Status error_;            // the first error a wait returned; fails the transport at the end
   std::vector<std::pair<void*, size_t>> scratch_;  // returned to pool_ at the end
 };
 

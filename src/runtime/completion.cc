@@ -21,6 +21,10 @@ long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const timespec* ts
 
 }  // namespace
 
+Completion::~Completion() {
+  while (notifying_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
 void Completion::notify() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   if (sleepers_.load(std::memory_order_seq_cst) != 0) {

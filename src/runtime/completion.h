@@ -15,8 +15,15 @@ class Completion {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // The owner destroys a Completion only once what it waits for is done; a notifier may still be
+  // inside notify() then, so the destructor waits for notifiers in flight to leave.
+  ~Completion();
+
   // Any thread. Wakes the waiter.
   void notify();
+  // Bracket "mark done + notify" so the destructor can wait for the notifier to finish.
+  void begin_notify() { notifying_.fetch_add(1, std::memory_order_seq_cst); }
+  void end_notify() { notifying_.fetch_sub(1, std::memory_order_release); }
   // Returns the counter to pass to wait_for_change (read it before checking the condition).
   uint32_t generation() const { return generation_.load(std::memory_order_acquire); }
   // Sleeps until notify() was called after `seen` was read, or `deadline` passed.
@@ -26,6 +33,7 @@ class Completion {
  private:
   std::atomic<uint32_t> generation_{0};
   std::atomic<uint32_t> sleepers_{0};
+  std::atomic<uint32_t> notifying_{0};
 };
 
 }  // namespace weft

@@ -62,14 +62,31 @@ struct Request {
 
   // Set by the transport.
   Status status;  // valid once done()
+  // Private to the transport while the request is posted (progress bookkeeping).
+  size_t progress = 0;
+  uint32_t parts_left = 0;
+  uint64_t msg_id = 0;
   bool done() const { return done_.load(std::memory_order_acquire); }
   // Transport side: store status, then call this.
+  // The poster may destroy the Request (and its Completion) as soon as it sees done(), so the
+  // Completion is bracketed and this Request is not touched after done_ is set.
   void complete(Status s) {
     status = std::move(s);
+    Completion* c = completion;
+    if (c != nullptr) c->begin_notify();
     done_.store(true, std::memory_order_release);
-    if (completion != nullptr) completion->notify();
+    if (c != nullptr) {
+      c->notify();
+      c->end_notify();
+    }
   }
-  void reset() { done_.store(false, std::memory_order_relaxed); status = Status(); }
+  void reset() {
+    done_.store(false, std::memory_order_relaxed);
+    status = Status();
+    progress = 0;
+    parts_left = 0;
+    msg_id = 0;
+  }
 
  private:
   std::atomic<bool> done_{false};

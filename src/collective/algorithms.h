@@ -1,0 +1,47 @@
+// Every collective algorithm, as a plain function over a Context (see context.h).
+//
+// Each runs on every rank of the group with matching CollectiveArgs and returns that rank's
+// Status. Arguments were validated by the communicator; the buffer conventions, in-place rules
+// and cost of each algorithm are in docs/algorithms.md. collective.h picks one per call.
+#pragma once
+
+#include "collective/context.h"
+
+namespace weft::coll {
+
+Status allreduce_ring(Context& ctx, const CollectiveArgs& args);
+Status allreduce_recursive_doubling(Context& ctx, const CollectiveArgs& args);
+Status allreduce_halving_doubling(Context& ctx, const CollectiveArgs& args);
+Status allreduce_direct(Context& ctx, const CollectiveArgs& args);
+
+Status reduce_scatter_ring(Context& ctx, const CollectiveArgs& args);
+Status reduce_scatter_halving_doubling(Context& ctx, const CollectiveArgs& args);
+Status reduce_scatter_direct(Context& ctx, const CollectiveArgs& args);
+
+// Also serve allgatherv (args.recv_counts / recv_displs), except recursive_doubling.
+Status allgather_ring(Context& ctx, const CollectiveArgs& args);
+Status allgather_recursive_doubling(Context& ctx, const CollectiveArgs& args);
+Status allgather_direct(Context& ctx, const CollectiveArgs& args);
+
+Status broadcast_binomial(Context& ctx, const CollectiveArgs& args);
+Status broadcast_ring(Context& ctx, const CollectiveArgs& args);
+Status broadcast_direct(Context& ctx, const CollectiveArgs& args);
+
+Status reduce_binomial(Context& ctx, const CollectiveArgs& args);
+Status reduce_ring(Context& ctx, const CollectiveArgs& args);
+Status reduce_direct(Context& ctx, const CollectiveArgs& args);
+
+Status gather_binomial(Context& ctx, const CollectiveArgs& args);
+Status gather_direct(Context& ctx, const CollectiveArgs& args);
+Status scatter_binomial(Context& ctx, const CollectiveArgs& args);
+Status scatter_direct(Context& ctx, const CollectiveArgs& args);
+
+// Also serve alltoallv (all four count/displacement vectors).
+Status alltoall_pairwise(Context& ctx, const CollectiveArgs& args);
+Status alltoall_direct(Context& ctx, const CollectiveArgs& args);
+
+Status barrier_dissemination(Context& ctx, const CollectiveArgs& args);
+Status barrier_binomial(Context& ctx, const CollectiveArgs& args);
+Status barrier_direct(Context& ctx, const CollectiveArgs& args);
+
+}  // namespace weft::coll

@@ -1,0 +1,184 @@
+#include "collective/context.h"
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "runtime/buffer_pool.h"
+
+namespace weft {
+namespace {
+
+std::string format_duration(std::chrono::milliseconds d) {
+  if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
+  return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
+}
+
+}  // namespace
+
+Context::Context(Transport& transport, const Options& options, const Fingerprint& fp,
+                 BufferPool& pool)
+    : transport_(transport),
+      options_(options),
+      fp_(fp),
+      pool_(pool),
+      start_(Clock::now()),
+      deadline_(start_ + options.timeout) {}
+
+Context::~Context() {
+  if (outstanding_ > 0 || !error_.ok()) {
+    // An algorithm returned early (an error, or a bug): nothing posted may keep pointing at
+    // caller or scratch memory past this point, and the peers must learn that this rank stopped
+    // taking part, so they end in bounded time instead of waiting for their deadline.
+    Status why = !error_.ok()
+                     ? error_
+                     : Status(ErrorCode::internal,
+                              fmt::format("rank {}: {} returned with {} messages still pending",
+                                          rank(), fp_.describe(), outstanding_));
+    transport_.fail(why);
+  }
+  // Every posted request notifies completion_ exactly once, after it is marked done. Wait for
+  // those notifications so no transport thread touches completion_ after it is gone.
+  const auto give_up = Clock::now() + std::chrono::seconds(5);
+  for (;;) {
+    const uint32_t seen = completion_.generation();
+    if (seen == static_cast<uint32_t>(posted_)) break;
+    if (!completion_.wait_for_change(seen, give_up)) {
+      log::error("rank {}: {}: transport never notified {} of {} requests", rank(),
+                 fp_.describe(), posted_ - seen, posted_);
+      break;
+    }
+  }
+  for (auto& [ptr, bytes] : scratch_) pool_.release(ptr, bytes);
+}
+
+Request* Context::acquire() {
+  Request* r;
+  if (!free_.empty()) {
+    r = free_.back();
+    free_.pop_back();
+    r->reset();
+  } else {
+    r = &requests_.emplace_back();
+    // Set once and never rewritten: a transport may still read it while completing.
+    r->completion = &completion_;
+  }
+  ++outstanding_;
+  ++posted_;
+  return r;
+}
+
+void Context::release(Request* r) {
+  --outstanding_;
+  free_.push_back(r);
+}
+
+Handle Context::isend(int peer, uint32_t slot, const void* buf, size_t bytes) {
+  Request* r = acquire();
+  r->kind = Request::Kind::send;
+  r->peer = peer;
+  r->tag = collective_tag(fp_.seq, slot);
+  r->buf = const_cast<void*>(buf);
+  r->bytes = bytes;
+  r->fp = fp_;
+  transport_.post_send(r);
+  return r;
+}
+
+Handle Context::irecv(int peer, uint32_t slot, void* buf, size_t bytes) {
+  Request* r = acquire();
+  r->kind = Request::Kind::recv;
+  r->peer = peer;
+  r->tag = collective_tag(fp_.seq, slot);
+  r->buf = buf;
+  r->bytes = bytes;
+  r->fp = fp_;
+  transport_.post_recv(r);
+  return r;
+}
+
+Status Context::finish(Request* r) {
+  Status s = std::move(r->status);
+  release(r);
+  if (!s.ok() && error_.ok()) error_ = s;
+  return s;
+}
+
+Status Context::wait(Handle h) {
+  for (;;) {
+    const uint32_t seen = completion_.generation();
+    if (h->done()) return finish(h);
+    if (!completion_.wait_for_change(seen, deadline_) && !h->done()) {
+      Status s = timeout_error(*h);
+      if (error_.ok()) error_ = s;
+      return s;
+    }
+  }
+}
+
+Status Context::wait_all(std::span<const Handle> hs) {
+  // Handles still pending live in the front [0, pending) of `left`; finish them in any order so
+  // that the first error surfaces at once, whichever request it hits.
+  std::vector<Handle> left(hs.begin(), hs.end());
+  size_t pending = left.size();
+  while (pending > 0) {
+    const uint32_t seen = completion_.generation();
+    for (size_t i = 0; i < pending;) {
+      if (!left[i]->done()) {
+        ++i;
+        continue;
+      }
+      Handle h = left[i];
+      left[i] = left[--pending];
+      Status s = finish(h);
+      if (!s.ok()) return s;
+    }
+    if (pending == 0) break;
+    if (!completion_.wait_for_change(seen, deadline_)) {
+      bool any_done = false;
+      for (size_t i = 0; i < pending; ++i) any_done = any_done || left[i]->done();
+      if (any_done) continue;
+      // Name a receive if there is one: that is the peer this rank is really waiting for.
+      Handle blame = left[0];
+      for (size_t i = 0; i < pending; ++i) {
+        if (left[i]->kind == Request::Kind::recv) {
+          blame = left[i];
+          break;
+        }
+      }
+      Status s = timeout_error(*blame);
+      if (error_.ok()) error_ = s;
+      return s;
+    }
+  }
+  return Status::success();
+}
+
+Status Context::send(int peer, uint32_t slot, const void* buf, size_t bytes) {
+  return wait(isend(peer, slot, buf, bytes));
+}
+
+Status Context::recv(int peer, uint32_t slot, void* buf, size_t bytes) {
+  return wait(irecv(peer, slot, buf, bytes));
+}
+
+Status Context::sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf,
+                         size_t rbytes, uint32_t slot) {
+  // Receive first: with a rendezvous transport the peer's send completes only once it is posted.
+  const Handle hs[2] = {irecv(from, slot, rbuf, rbytes), isend(to, slot, sbuf, sbytes)};
+  return wait_all(hs);
+}
+
+void* Context::scratch(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  void* p = pool_.acquire(bytes);
+  scratch_.emplace_back(p, bytes);
+  return p;
+}
+
+Status Context::timeout_error(const Request& r) const {
+  return Status(ErrorCode::timeout,
+                fmt::format("rank {}: {} timed out after {} waiting for rank {}", rank(),
+                            fp_.describe(), format_duration(options_.timeout), r.peer));
+}
+
+}  // namespace weft

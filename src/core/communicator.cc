@@ -1,0 +1,198 @@
+// The public Communicator: argument packing and validation in front of CommunicatorImpl.
+#include "weft/communicator.h"
+
+#include "core/communicator_impl.h"
+#include "core/validate.h"
+#include "base/log.h"
+#include "rendezvous/bootstrap.h"
+
+namespace weft {
+namespace {
+
+std::vector<size_t> copy(std::span<const size_t> s) { return {s.begin(), s.end()}; }
+
+CollectiveArgs args(OpKind kind, const void* send, void* recv, size_t count, DataType dtype,
+                    ReduceOp op = ReduceOp::sum, int root = 0) {
+  CollectiveArgs a;
+  a.kind = kind;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  a.dtype = dtype;
+  a.op = op;
+  a.root = root;
+  return a;
+}
+
+}  // namespace
+
+Communicator::Communicator(std::unique_ptr<CommunicatorImpl> impl) : impl_(std::move(impl)) {}
+Communicator::~Communicator() = default;
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const Options& options,
+                                                           std::shared_ptr<Store> store) {
+  auto impl = CommunicatorImpl::create(options, std::move(store), nullptr);
+  if (!impl.ok()) return impl.status();
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::from_env() { return from_env(Options()); }
+
+Result<std::unique_ptr<Communicator>> Communicator::from_env(const Options& base) {
+  auto launch = detect_launch(current_environment());
+  if (!launch.ok()) return launch.status();
+  auto options = Options::from_env(base);
+  if (!options.ok()) return options.status();
+  Options o = options.value();
+  if (o.rank < 0) o.rank = launch->rank;
+  if (o.size < 0) o.size = launch->size;
+  if (o.host_id.empty()) o.host_id = launch->host_id;
+  std::unique_ptr<TcpStoreServer> server;
+  auto store = open_launch_store(launch.value(), o.connect_timeout, &server);
+  if (!store.ok()) return store.status();
+  auto impl = CommunicatorImpl::create(o, std::move(store.value()), std::move(server));
+  if (!impl.ok()) return impl.status();
+  if (o.rank == 0) log::info("launched by {}", launch->rule);
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));
+}
+
+int Communicator::rank() const { return impl_->rank(); }
+int Communicator::size() const { return impl_->size(); }
+const Options& Communicator::options() const { return impl_->options(); }
+
+namespace {
+
+WorkPtr start(CommunicatorImpl& impl, CollectiveArgs a) {
+  Status st = validate_collective(a, impl.rank(), impl.size());
+  if (!st.ok()) return CommunicatorImpl::failed_work(st);
+  return impl.submit_collective(std::move(a));
+}
+
+WorkPtr start_p2p(CommunicatorImpl& impl, OpKind kind, const void* buf, size_t bytes, int peer,
+                  uint32_t tag) {
+  Status st = validate_p2p(kind, buf, bytes, peer, impl.rank(), impl.size());
+  if (!st.ok()) return CommunicatorImpl::failed_work(st);
+  return impl.submit_p2p(kind, const_cast<void*>(buf), bytes, peer, tag);
+}
+
+Status finish(const WorkPtr& w) { return w->wait(); }
+
+}  // namespace
+
+WorkPtr Communicator::send_async(const void* buf, size_t bytes, int peer, uint32_t tag) {
+  return start_p2p(*impl_, OpKind::send, buf, bytes, peer, tag);
+}
+WorkPtr Communicator::recv_async(void* buf, size_t bytes, int peer, uint32_t tag) {
+  return start_p2p(*impl_, OpKind::recv, buf, bytes, peer, tag);
+}
+Status Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
+  return finish(send_async(buf, bytes, peer, tag));
+}
+Status Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
+  return finish(recv_async(buf, bytes, peer, tag));
+}
+
+WorkPtr Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType dtype,
+                                      ReduceOp op) {
+  return start(*impl_, args(OpKind::allreduce, send, recv, count, dtype, op));
+}
+WorkPtr Communicator::broadcast_async(void* buf, size_t count, DataType dtype, int root) {
+  return start(*impl_, args(OpKind::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
+}
+WorkPtr Communicator::reduce_async(const void* send, void* recv, size_t count, DataType dtype,
+                                   ReduceOp op, int root) {
+  return start(*impl_, args(OpKind::reduce, send, recv, count, dtype, op, root));
+}
+WorkPtr Communicator::allgather_async(const void* send, void* recv, size_t count, DataType dtype) {
+  return start(*impl_, args(OpKind::allgather, send, recv, count, dtype));
+}
+WorkPtr Communicator::allgatherv_async(const void* send, size_t send_count, void* recv,
+                                       std::span<const size_t> recv_counts,
+                                       std::span<const size_t> displs, DataType dtype) {
+  auto a = args(OpKind::allgatherv, send, recv, send_count, dtype);
+  a.recv_counts = copy(recv_counts);
+  a.recv_displs = copy(displs);
+  return start(*impl_, std::move(a));
+}
+WorkPtr Communicator::reduce_scatter_async(const void* send, void* recv, size_t count,
+                                           DataType dtype, ReduceOp op) {
+  return start(*impl_, args(OpKind::reduce_scatter, send, recv, count, dtype, op));
+}
+WorkPtr Communicator::gather_async(const void* send, void* recv, size_t count, DataType dtype,
+                                   int root) {
+  return start(*impl_, args(OpKind::gather, send, recv, count, dtype, ReduceOp::sum, root));
+}
+WorkPtr Communicator::scatter_async(const void* send, void* recv, size_t count, DataType dtype,
+                                    int root) {
+  return start(*impl_, args(OpKind::scatter, send, recv, count, dtype, ReduceOp::sum, root));
+}
+WorkPtr Communicator::alltoall_async(const void* send, void* recv, size_t count, DataType dtype) {
+  return start(*impl_, args(OpKind::alltoall, send, recv, count, dtype));
+}
+WorkPtr Communicator::alltoallv_async(const void* send, std::span<const size_t> send_counts,
+                                      std::span<const size_t> send_displs, void* recv,
+                                      std::span<const size_t> recv_counts,
+                                      std::span<const size_t> recv_displs, DataType dtype) {
+  auto a = args(OpKind::alltoallv, send, recv, 0, dtype);
+  a.send_counts = copy(send_counts);
+  a.send_displs = copy(send_displs);
+  a.recv_counts = copy(recv_counts);
+  a.recv_displs = copy(recv_displs);
+  return start(*impl_, std::move(a));
+}
+WorkPtr Communicator::barrier_async() {
+  return start(*impl_, args(OpKind::barrier, nullptr, nullptr, 0, DataType::uint8));
+}
+
+Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
+                               ReduceOp op) {
+  return finish(allreduce_async(send, recv, count, dtype, op));
+}
+Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) {
+  return finish(broadcast_async(buf, count, dtype, root));
+}
+Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
+                            ReduceOp op, int root) {
+  return finish(reduce_async(send, recv, count, dtype, op, root));
+}
+Status Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
+  return finish(allgather_async(send, recv, count, dtype));
+}
+Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
+                                std::span<const size_t> recv_counts,
+                                std::span<const size_t> displs, DataType dtype) {
+  return finish(allgatherv_async(send, send_count, recv, recv_counts, displs, dtype));
+}
+Status Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
+                                    ReduceOp op) {
+  return finish(reduce_scatter_async(send, recv, count, dtype, op));
+}
+Status Communicator::gather(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return finish(gather_async(send, recv, count, dtype, root));
+}
+Status Communicator::scatter(const void* send, void* recv, size_t count, DataType dtype, int root) {
+  return finish(scatter_async(send, recv, count, dtype, root));
+}
+Status Communicator::alltoall(const void* send, void* recv, size_t count, DataType dtype) {
+  return finish(alltoall_async(send, recv, count, dtype));
+}
+Status Communicator::alltoallv(const void* send, std::span<const size_t> send_counts,
+                               std::span<const size_t> send_displs, void* recv,
+                               std::span<const size_t> recv_counts,
+                               std::span<const size_t> recv_displs, DataType dtype) {
+  return finish(alltoallv_async(send, send_counts, send_displs, recv, recv_counts, recv_displs,
+                                dtype));
+}
+Status Communicator::barrier() { return finish(barrier_async()); }
+
+Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
+  auto child = impl_->split(color, key);
+  if (!child.ok()) return child.status();
+  if (!child.value()) return std::unique_ptr<Communicator>();
+  return std::unique_ptr<Communicator>(new Communicator(std::move(child.value())));
+}
+
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+Status Communicator::shutdown() { return impl_->shutdown(); }
+
+}  // namespace weft

@@ -1,0 +1,291 @@
+#include "core/communicator_impl.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "base/log.h"
+#include "collective/collective.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace weft {
+namespace {
+
+// Agree on a random communicator token through the store (rank 0 draws it).
+Result<uint64_t> agree_token(Store& store, int rank, std::chrono::milliseconds timeout) {
+  if (rank == 0) {
+    std::random_device rd;
+    uint64_t token = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+    if (token == 0) token = 1;
+    Bytes b(8);
+    std::memcpy(b.data(), &token, 8);
+    WEFT_RETURN_IF_ERROR(store.set("comm/token", b));
+    return token;
+  }
+  auto b = store.get("comm/token", timeout);
+  if (!b.ok()) return b.status().with_context(fmt::format("rank {}: waiting for rank 0 to join", rank));
+  if (b->size() != 8) return Status(ErrorCode::protocol, "malformed communicator token in store");
+  uint64_t token;
+  std::memcpy(&token, b->data(), 8);
+  return token;
+}
+
+// Puts the rank and operation in front of a transport error unless it already names them.
+Status describe_failure(const Status& st, int rank, const Fingerprint& fp) {
+  if (st.ok()) return st;
+  std::string desc = fp.describe();
+  if (st.message().find(desc) != std::string::npos) return st;
+  std::string msg = st.message();
+  std::string prefix = fmt::format("rank {}: ", rank);
+  if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
+  return Status(st.code(), fmt::format("rank {}: {} failed: {}", rank, desc, msg));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
+    const Options& options, std::shared_ptr<Store> store, std::unique_ptr<TcpStoreServer> server) {
+  WEFT_RETURN_IF_ERROR(options.validate());
+  if (options.rank < 0 || options.size <= 0) {
+    return Status(ErrorCode::invalid_argument, "Options.rank and Options.size must be set");
+  }
+  if (!store) return Status(ErrorCode::invalid_argument, "a Store is required");
+  log::set_level(options.log_level);
+  std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
+  c->options_ = options;
+  c->store_ = std::move(store);
+  c->server_ = std::move(server);
+  c->pool_ = std::make_unique<BufferPool>();
+  if (c->options_.host_id.empty()) c->options_.host_id = tcp::default_host_id();
+  if (c->rank() == 0) log::info("options: {}", c->options_.describe());
+
+  auto token = agree_token(*c->store_, c->rank(), options.connect_timeout);
+  if (!token.ok()) return token.status();
+  TcpTransportConfig tc;
+  tc.rank = c->rank();
+  tc.size = c->size();
+  tc.token = token.value();
+  tc.host_id = c->options_.host_id;
+  tc.options = c->options_;
+  auto transport = make_tcp_transport(tc, *c->store_, *c->pool_);
+  if (!transport.ok()) return transport.status();
+  c->transport_ = std::move(transport.value());
+  return c;
+}
+
+CommunicatorImpl::~CommunicatorImpl() { (void)shutdown(); }
+
+std::shared_ptr<WorkImpl> CommunicatorImpl::failed_work(Status st) {
+  auto w = std::make_shared<WorkImpl>();
+  w->mark_started();
+  w->finish(std::move(st));
+  return w;
+}
+
+Status CommunicatorImpl::broken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+void CommunicatorImpl::set_broken(const Status& st) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (broken_.ok()) broken_ = st;
+  }
+  transport_->fail(st);
+}
+
+std::shared_ptr<WorkImpl> CommunicatorImpl::submit_collective(CollectiveArgs args) {
+  Op op;
+  op.args = std::move(args);
+  op.kind = op.args.kind;
+  return submit(std::move(op));
+}
+
+std::shared_ptr<WorkImpl> CommunicatorImpl::submit_p2p(OpKind kind, void* buf, size_t bytes,
+                                                       int peer, uint32_t tag) {
+  Op op;
+  op.p2p = true;
+  op.kind = kind;
+  op.buf = buf;
+  op.bytes = bytes;
+  op.peer = peer;
+  op.tag = tag;
+  return submit(std::move(op));
+}
+
+std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
+  op.work = std::make_shared<WorkImpl>();
+  auto work = op.work;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!broken_.ok()) {
+    work->finish(broken_);
+    return work;
+  }
+  if (shut_down_) {
+    work->finish(Status(ErrorCode::aborted, fmt::format("rank {}: communicator is shut down", rank())));
+    return work;
+  }
+  if (!op.p2p) {
+    const CollectiveArgs& a = op.args;
+    Fingerprint& fp = op.fp;
+    fp.kind = a.kind;
+    fp.seq = ++next_seq_;
+    fp.dtype = a.dtype;
+    fp.count = a.count;
+    bool reducing = a.kind == OpKind::allreduce || a.kind == OpKind::reduce ||
+                    a.kind == OpKind::reduce_scatter;
+    fp.op = reducing ? a.op : ReduceOp::sum;
+    bool rooted = a.kind == OpKind::broadcast || a.kind == OpKind::reduce ||
+                  a.kind == OpKind::gather || a.kind == OpKind::scatter;
+    fp.root = rooted ? a.root : -1;
+    if (a.kind == OpKind::allgatherv) {
+      fp.count = 0;
+      for (size_t c : a.recv_counts) fp.count += c;
+    } else if (a.kind == OpKind::alltoallv || a.kind == OpKind::barrier) {
+      fp.count = 0;
+    }
+    if (a.kind == OpKind::barrier) fp.dtype = DataType::uint8;
+  }
+  if (op.p2p) {
+    std::erase_if(p2p_in_flight_, [](const auto& w) { return w->test(); });
+    p2p_in_flight_.push_back(work);
+  }
+  if (queue_.empty() && !running_) {
+    running_ = true;
+    lock.unlock();
+    execute(op);
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+    return work;
+  }
+  queue_.push_back(std::move(op));
+  if (!executor_.joinable()) executor_ = std::thread([this] { executor_loop(); });
+  cv_.notify_all();
+  return work;
+}
+
+void CommunicatorImpl::executor_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running_); });
+    if (queue_.empty() && stopping_) return;
+    if (queue_.empty() || running_) continue;
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+    lock.unlock();
+    execute(op);
+    lock.lock();
+    running_ = false;
+    cv_.notify_all();
+  }
+}
+
+Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
+  (void)w;
+  auto secs = std::chrono::duration<double>(options_.timeout).count();
+  Status st(ErrorCode::timeout,
+            fmt::format("rank {}: {} of {} bytes {} rank {} (tag {}) timed out after {:g} s", rank(),
+                        op.kind == OpKind::send ? "send" : "recv", op.bytes,
+                        op.kind == OpKind::send ? "to" : "from", op.peer, op.tag, secs));
+  set_broken(st);
+  return st;
+}
+
+void CommunicatorImpl::execute(Op& op) {
+  if (Status b = broken(); !b.ok()) {
+    op.work->finish(b);
+    return;
+  }
+  if (op.p2p) {
+    Request& r = op.work->request();
+    r.kind = op.kind == OpKind::send ? Request::Kind::send : Request::Kind::recv;
+    r.peer = op.peer;
+    r.tag = p2p_tag(op.tag);
+    r.buf = op.buf;
+    r.bytes = op.bytes;
+    r.fp.kind = op.kind;
+    r.fp.count = op.bytes;
+    Op copy = op;
+    copy.work.reset();
+    op.work->arm_p2p(WorkImpl::Clock::now() + options_.timeout,
+                     [this, copy](const WorkImpl& w) { return p2p_deadline_passed(w, copy); });
+    if (op.kind == OpKind::send) {
+      transport_->post_send(&r);
+    } else {
+      transport_->post_recv(&r);
+    }
+    return;
+  }
+  op.work->mark_started();
+  transport_->begin_operation(op.fp);
+  Status st;
+  {
+    Context ctx(*transport_, options_, op.fp, *pool_);
+    st = run_collective(ctx, op.args);
+  }
+  if (st.ok()) st = transport_->error();
+  if (!st.ok()) {
+    st = describe_failure(st, rank(), op.fp);
+    set_broken(st);
+  }
+  op.work->finish(st);
+}
+
+Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int key) {
+  std::vector<int32_t> all(2 * static_cast<size_t>(size()));
+  int32_t mine[2] = {color, key};
+  CollectiveArgs a;
+  a.kind = OpKind::allgather;
+  a.dtype = DataType::int32;
+  a.send = mine;
+  a.recv = all.data();
+  a.count = 2;
+  WEFT_RETURN_IF_ERROR(submit_collective(a)->wait(std::chrono::milliseconds::max()));
+  uint64_t split_id = ++split_count_;
+  if (color < 0) return std::unique_ptr<CommunicatorImpl>();
+  std::vector<std::pair<int32_t, int>> members;
+  for (int r = 0; r < size(); ++r) {
+    if (all[2 * r] == color) members.emplace_back(all[2 * r + 1], r);
+  }
+  std::sort(members.begin(), members.end());
+  Options o = options_;
+  o.size = static_cast<int>(members.size());
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i].second == rank()) o.rank = static_cast<int>(i);
+  }
+  auto child_store = make_prefix_store(fmt::format("split{}/color{}", split_id, color), store_);
+  return create(o, std::move(child_store), nullptr);
+}
+
+void CommunicatorImpl::abort(const std::string& reason) {
+  set_broken(Status(ErrorCode::aborted, fmt::format("rank {}: aborted: {}", rank(), reason)));
+}
+
+Status CommunicatorImpl::shutdown() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (shut_down_) return Status();
+    shut_down_ = true;
+    // Pending operations end by themselves (each is bounded by its timeout).
+    cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (executor_.joinable()) executor_.join();
+  Status result = broken();
+  if (transport_) {
+    if (result.ok()) close_tcp_transport(*transport_, options_.timeout);
+    transport_.reset();
+  }
+  p2p_in_flight_.clear();
+  server_.reset();
+  return result;
+}
+
+}  // namespace weft

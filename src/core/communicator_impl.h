@@ -1,0 +1,91 @@
+// CommunicatorImpl: the engine behind weft::Communicator.
+//
+// Operations run in call order, like a stream: an operation submitted while nothing is queued or
+// running runs inline on the calling thread (no hand-off for the common blocking case); otherwise
+// it is queued for the executor thread (started on first use). A collective runs to completion
+// before the next starts. A point-to-point operation only posts its request, so sends and
+// receives of one rank can be in flight together. Any failed operation fails the transport (which
+// tells the peers) and leaves the communicator broken.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "collective/context.h"
+#include "core/work_impl.h"
+#include "runtime/buffer_pool.h"
+#include "transport/transport.h"
+#include "weft/options.h"
+#include "weft/store.h"
+
+namespace weft {
+
+class CommunicatorImpl {
+ public:
+  // Options must carry rank and size. `server` (if any) is the store server this rank hosts.
+  static Result<std::unique_ptr<CommunicatorImpl>> create(const Options& options,
+                                                          std::shared_ptr<Store> store,
+                                                          std::unique_ptr<TcpStoreServer> server);
+  ~CommunicatorImpl();
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+  const Options& options() const { return options_; }
+
+  // `args` has been validated. Returns the Work; blocking callers wait on it.
+  std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args);
+  std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer,
+                                       uint32_t tag);
+  // An error Work, already finished (bad arguments, broken communicator).
+  static std::shared_ptr<WorkImpl> failed_work(Status st);
+  Status broken() const;
+
+  Result<std::unique_ptr<CommunicatorImpl>> split(int color, int key);
+  void abort(const std::string& reason);
+  Status shutdown();
+
+ private:
+  struct Op {
+    bool p2p = false;
+    CollectiveArgs args;
+    Fingerprint fp;
+    OpKind kind = OpKind::send;
+    void* buf = nullptr;
+    size_t bytes = 0;
+    int peer = -1;
+    uint32_t tag = 0;
+    std::shared_ptr<WorkImpl> work;
+  };
+
+  CommunicatorImpl() = default;
+  std::shared_ptr<WorkImpl> submit(Op op);
+  void execute(Op& op);
+  void executor_loop();
+  void set_broken(const Status& st);
+  Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
+
+  Options options_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<Transport> transport_;
+  uint64_t split_count_ = 0;  // caller order; collective like split itself
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<Op> queue_;
+  bool running_ = false;   // an operation is executing (inline or on the executor)
+  bool stopping_ = false;
+  uint64_t next_seq_ = 0;
+  Status broken_;
+  std::thread executor_;
+  bool shut_down_ = false;
+  // Point-to-point Works whose request the transport may still hold: kept alive until done even
+  // if the caller drops its handle.
+  std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_;
+};
+
+}  // namespace weft

@@ -1,0 +1,57 @@
+#include "core/work_impl.h"
+
+namespace weft {
+
+void WorkImpl::finish(Status st) {
+  status_ = std::move(st);
+  end_ = Clock::now();
+  completion_.begin_notify();
+  done_.store(true, std::memory_order_release);
+  completion_.notify();
+  completion_.end_notify();
+}
+
+void WorkImpl::arm_p2p(Clock::time_point deadline, OnDeadline on_deadline) {
+  p2p_ = true;
+  start_ = Clock::now();
+  deadline_ = deadline;
+  on_deadline_ = std::move(on_deadline);
+  req_.completion = &completion_;
+}
+
+bool WorkImpl::test() const {
+  if (p2p_) return req_.done();
+  return done_.load(std::memory_order_acquire);
+}
+
+Status WorkImpl::status() const {
+  if (p2p_) return req_.done() ? req_.status : Status();
+  return done_.load(std::memory_order_acquire) ? status_ : Status();
+}
+
+Status WorkImpl::wait(std::chrono::milliseconds timeout) {
+  auto now = Clock::now();
+  auto user_deadline = timeout == std::chrono::milliseconds::max() || timeout.count() < 0
+                           ? Clock::time_point::max()
+                           : now + timeout;
+  while (true) {
+    uint32_t gen = completion_.generation();
+    if (test()) break;
+    auto limit = std::min(user_deadline, deadline_);
+    if (!completion_.wait_for_change(gen, limit)) {
+      if (test()) break;
+      if (p2p_ && Clock::now() >= deadline_ && on_deadline_) {
+        // The operation's own timeout: the communicator fails, which completes the request.
+        (void)on_deadline_(*this);
+        continue;
+      }
+      if (Clock::now() >= user_deadline) {
+        return Status(ErrorCode::timeout, "Work::wait timed out; the operation is still running");
+      }
+    }
+  }
+  if (p2p_ && !end_recorded_.exchange(true)) end_ = Clock::now();
+  return status();
+}
+
+}  // namespace weft

@@ -1,0 +1,50 @@
+// WorkImpl: the Work handed out by the communicator.
+//
+// A collective's Work is finished by the thread that executed it (finish()). A point-to-point
+// Work owns its transport Request: it is done when the transport completes the request, and its
+// deadline (post time + Options::timeout) is enforced by whoever waits or tests.
+#pragma once
+
+#include <atomic>
+#include <functional>
+
+#include "runtime/completion.h"
+#include "transport/transport.h"
+#include "weft/work.h"
+
+namespace weft {
+
+class WorkImpl final : public Work {
+ public:
+  // Called when a point-to-point deadline passes: fails the communicator, returns the error.
+  using OnDeadline = std::function<Status(const WorkImpl&)>;
+
+  bool test() const override;
+  Status wait(std::chrono::milliseconds timeout) override;
+  Status status() const override;
+  Clock::time_point start_time() const override { return start_; }
+  Clock::time_point end_time() const override { return end_; }
+
+  // Collective side.
+  void mark_started() { start_ = Clock::now(); }
+  void finish(Status st);
+
+  // Point-to-point side: the request lives here; arm() before posting it.
+  Request& request() { return req_; }
+  void arm_p2p(Clock::time_point deadline, OnDeadline on_deadline);
+  Clock::time_point deadline() const { return deadline_; }
+
+ private:
+  bool p2p_ = false;
+  Request req_;
+  Completion completion_;
+  std::atomic<bool> done_{false};
+  Status status_;  // written before done_ is set
+  Clock::time_point start_{};
+  Clock::time_point end_{};
+  Clock::time_point deadline_ = Clock::time_point::max();
+  OnDeadline on_deadline_;
+  mutable std::atomic<bool> end_recorded_{false};
+};
+
+}  // namespace weft

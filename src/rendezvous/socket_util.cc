@@ -1,0 +1,211 @@
+#include "rendezvous/socket_util.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace weft {
+namespace {
+
+constexpr int kBacklog = 1024;
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+Result<Fd> bind_listen(const sockaddr* addr, socklen_t len, bool dual_stack,
+                       const std::string& where) {
+  Fd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errno_status("socket for " + where);
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (dual_stack) {
+    int zero = 0;
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+  }
+  if (::bind(fd.get(), addr, len) != 0) return errno_status("bind " + where);
+  if (::listen(fd.get(), kBacklog) != 0) return errno_status("listen on " + where);
+  return fd;
+}
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list != nullptr) ::freeaddrinfo(list);
+  }
+};
+
+Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfo* out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = passive ? AI_PASSIVE : 0;
+  std::string service = std::to_string(port);
+  int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &out->list);
+  if (rc != 0) {
+    return Status(ErrorCode::io, fmt::format("cannot resolve '{}': {}", host,
+                                             rc == EAI_SYSTEM ? std::strerror(errno)
+                                                              : ::gai_strerror(rc)));
+  }
+  return Status::success();
+}
+
+int remaining_ms(SocketClock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SocketClock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > 1000000 ? 1000000 : static_cast<int>(left.count());
+}
+
+// Waits until fd is ready for `events`; timeout status when the deadline passes first.
+Status wait_ready(int fd, short events, SocketClock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int ms = remaining_ms(deadline);
+    int rc = ::poll(&p, 1, ms);
+    if (rc > 0) return Status::success();  // errors and hang-ups surface in the next send/recv
+    if (rc == 0 && ms == 0) return Status(ErrorCode::timeout, "timed out");
+    if (rc < 0 && errno != EINTR) return errno_status("poll");
+  }
+}
+
+}  // namespace
+
+std::string host_port(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+Result<Fd> listen_tcp(const std::string& host, uint16_t port) {
+  const std::string where = host_port(host.empty() ? "*" : host, port);
+  if (host.empty()) {
+    sockaddr_in6 a6{};
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_any;
+    a6.sin6_port = htons(port);
+    Result<Fd> fd = bind_listen(reinterpret_cast<sockaddr*>(&a6), sizeof(a6), true, where);
+    if (fd.ok()) return fd;
+    // No IPv6 here (or it is disabled): fall through to IPv4.
+  }
+  if (host.empty() || host == "0.0.0.0") {
+    sockaddr_in a4{};
+    a4.sin_family = AF_INET;
+    a4.sin_addr.s_addr = htonl(INADDR_ANY);
+    a4.sin_port = htons(port);
+    return bind_listen(reinterpret_cast<sockaddr*>(&a4), sizeof(a4), false, where);
+  }
+  AddrInfo ai;
+  WEFT_RETURN_IF_ERROR(resolve(host, port, true, &ai));
+  Status last(ErrorCode::io, "no address for " + where);
+  for (addrinfo* a = ai.list; a != nullptr; a = a->ai_next) {
+    Result<Fd> fd = bind_listen(a->ai_addr, a->ai_addrlen, false, where);
+    if (fd.ok()) return fd;
+    last = fd.status();
+  }
+  return last;
+}
+
+Result<uint16_t> local_port(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) {
+    return errno_status("getsockname");
+  }
+  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+}
+
+std::string peer_name(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "?";
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, buf, sizeof(buf));
+    return host_port(buf, ntohs(a->sin6_port));
+  }
+  auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+  ::inet_ntop(AF_INET, &a->sin_addr, buf, sizeof(buf));
+  return host_port(buf, ntohs(a->sin_port));
+}
+
+Result<Fd> connect_tcp(const std::string& host, uint16_t port, SocketClock::time_point deadline) {
+  AddrInfo ai;
+  WEFT_RETURN_IF_ERROR(resolve(host, port, false, &ai));
+  Status last(ErrorCode::io, "no address");
+  for (addrinfo* a = ai.list; a != nullptr; a = a->ai_next) {
+    Fd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) {
+      last = errno_status("socket");
+      continue;
+    }
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        last = errno_status("connect");
+        continue;
+      }
+      Status ready = wait_ready(fd.get(), POLLOUT, deadline);
+      if (!ready.ok()) {
+        last = ready.with_context("connect");
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        last = errno_status("connect", err);
+        continue;
+      }
+    }
+    set_nodelay(fd.get());
+    return fd;
+  }
+  return last;
+}
+
+Status send_all(int fd, const uint8_t* data, size_t n, SocketClock::time_point deadline) {
+  while (n > 0) {
+    ssize_t k = ::send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      data += k;
+      n -= static_cast<size_t>(k);
+    } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      WEFT_RETURN_IF_ERROR(wait_ready(fd, POLLOUT, deadline));
+    } else if (k < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+      return Status(ErrorCode::peer_lost, std::string("connection closed: ") + std::strerror(errno));
+    } else if (k < 0 && errno != EINTR) {
+      return errno_status("send");
+    }
+  }
+  return Status::success();
+}
+
+Status recv_all(int fd, uint8_t* data, size_t n, SocketClock::time_point deadline) {
+  while (n > 0) {
+    ssize_t k = ::recv(fd, data, n, MSG_DONTWAIT);
+    if (k > 0) {
+      data += k;
+      n -= static_cast<size_t>(k);
+    } else if (k == 0) {
+      return Status(ErrorCode::peer_lost, "connection closed by the server");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      WEFT_RETURN_IF_ERROR(wait_ready(fd, POLLIN, deadline));
+    } else if (errno == ECONNRESET) {
+      return Status(ErrorCode::peer_lost, "connection reset by the server");
+    } else if (errno != EINTR) {
+      return errno_status("recv");
+    }
+  }
+  return Status::success();
+}
+
+}  // namespace weft

@@ -1,0 +1,69 @@
+#include "rendezvous/store_common.h"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+namespace weft {
+
+Result<int64_t> add_to_value(std::string_view key, const Bytes* current, int64_t delta, Bytes* out) {
+  int64_t value = 0;
+  if (current != nullptr) {
+    const char* first = reinterpret_cast<const char*>(current->data());
+    const char* last = first + current->size();
+    auto [ptr, ec] = std::from_chars(first, last, value);
+    if (current->empty() || ec != std::errc() || ptr != last) {
+      return Status(ErrorCode::invalid_argument,
+                    fmt::format("add({}): the stored value is not a decimal integer",
+                                quote_key(key)));
+    }
+  }
+  int64_t sum = 0;
+  if (__builtin_add_overflow(value, delta, &sum)) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("add({}, {}): {} + {} overflows int64", quote_key(key), delta,
+                              value, delta));
+  }
+  std::string text = std::to_string(sum);
+  out->assign(text.begin(), text.end());
+  return sum;
+}
+
+std::string quote_key(std::string_view key) {
+  constexpr size_t kShown = 120;
+  std::string s = "'";
+  for (size_t i = 0; i < key.size() && i < kShown; ++i) {
+    unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+      s += static_cast<char>(c);
+    } else {
+      s += fmt::format("\\x{:02x}", c);
+    }
+  }
+  if (key.size() > kShown) s += fmt::format("...({} bytes)", key.size());
+  s += "'";
+  return s;
+}
+
+std::string quote_keys(const std::vector<std::string>& keys) {
+  constexpr size_t kShown = 3;
+  std::string s;
+  for (size_t i = 0; i < keys.size() && i < kShown; ++i) {
+    if (i > 0) s += ", ";
+    s += quote_key(keys[i]);
+  }
+  if (keys.size() > kShown) s += fmt::format(" (and {} more)", keys.size() - kShown);
+  return s;
+}
+
+std::string format_ms(std::chrono::milliseconds ms) { return fmt::format("{} ms", ms.count()); }
+
+StoreClock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  // A year is "forever" for a rendezvous and keeps time_point arithmetic far from overflow.
+  constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
+  timeout = clamp_timeout(timeout);
+  if (timeout > kForever) timeout = kForever;
+  return StoreClock::now() + timeout;
+}
+
+}  // namespace weft

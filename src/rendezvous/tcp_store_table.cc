@@ -1,0 +1,136 @@
+#include "rendezvous/tcp_store_table.h"
+
+#include <fmt/format.h>
+
+#include "rendezvous/store_common.h"
+
+namespace weft::tcp_store {
+
+std::optional<Reply> TcpStoreTable::handle(ConnId conn, Request req, Clock::time_point now) {
+  switch (req.command) {
+    case Command::ping: {
+      if (req.version != kVersion) {
+        return Reply::failure(ErrorCode::protocol,
+                              fmt::format("client speaks store protocol version {}, this server "
+                                          "speaks {}",
+                                          req.version, kVersion));
+      }
+      Reply r;
+      r.integer = kVersion;
+      return r;
+    }
+    case Command::set: {
+      data_.insert_or_assign(req.key, std::move(req.value));
+      key_changed(req.key);
+      return Reply::ok();
+    }
+    case Command::add: {
+      auto it = data_.find(req.key);
+      Bytes next;
+      Result<int64_t> sum =
+          add_to_value(req.key, it == data_.end() ? nullptr : &it->second, req.delta, &next);
+      if (!sum.ok()) return Reply::failure(sum.status().code(), sum.status().message());
+      data_.insert_or_assign(req.key, std::move(next));
+      key_changed(req.key);
+      Reply r;
+      r.integer = sum.value();
+      return r;
+    }
+    case Command::check: {
+      Reply r;
+      r.flag = true;
+      for (const auto& k : req.keys) r.flag = r.flag && data_.count(k) != 0;
+      return r;
+    }
+    case Command::erase:
+      data_.erase(req.key);
+      return Reply::ok();
+    case Command::get:
+    case Command::wait: {
+      Waiter w;
+      w.command = req.command;
+      if (req.command == Command::get) {
+        w.keys.push_back(std::move(req.key));
+      } else {
+        w.keys = std::move(req.keys);
+      }
+      bool all_present = true;
+      for (const auto& k : w.keys) all_present = all_present && data_.count(k) != 0;
+      if (all_present) return answer_now(w);
+      if (req.timeout_ms == 0) return Reply::timed_out();
+      drop(conn);  // a connection has one request in flight; never leave a stale waiter behind
+      watch_next_missing(conn, w);
+      w.deadline = now + std::chrono::milliseconds(std::min(req.timeout_ms, kMaxTimeoutMs));
+      deadlines_.emplace(w.deadline, conn);
+      waiters_.insert_or_assign(conn, std::move(w));
+      return std::nullopt;
+    }
+  }
+  return Reply::failure(ErrorCode::internal, "unhandled command");
+}
+
+bool TcpStoreTable::watch_next_missing(ConnId conn, Waiter& w) {
+  for (; w.watching < w.keys.size(); ++w.watching) {
+    const std::string& k = w.keys[w.watching];
+    if (data_.count(k) == 0) {
+      watchers_[k].insert(conn);
+      return true;
+    }
+  }
+  return false;
+}
+
+Reply TcpStoreTable::answer_now(const Waiter& w) const {
+  Reply r;
+  if (w.command == Command::get) r.value = data_.at(w.keys.front());
+  return r;
+}
+
+void TcpStoreTable::key_changed(const std::string& key) {
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  std::unordered_set<ConnId> conns = std::move(it->second);
+  watchers_.erase(it);
+  for (ConnId conn : conns) {
+    auto w = waiters_.find(conn);
+    if (w == waiters_.end()) continue;
+    // A wait moves on to its next missing key; it completes when none is left.
+    if (watch_next_missing(conn, w->second)) continue;
+    complete(conn, answer_now(w->second));
+  }
+}
+
+void TcpStoreTable::complete(ConnId conn, Reply reply) {
+  auto it = waiters_.find(conn);
+  if (it == waiters_.end()) return;
+  completions_.push_back(Completion{conn, it->second.command, std::move(reply)});
+  drop(conn);
+}
+
+void TcpStoreTable::expire(Clock::time_point now) {
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    complete(deadlines_.begin()->second, Reply::timed_out());
+  }
+}
+
+std::optional<TcpStoreTable::Clock::time_point> TcpStoreTable::next_deadline() const {
+  if (deadlines_.empty()) return std::nullopt;
+  return deadlines_.begin()->first;
+}
+
+void TcpStoreTable::drop(ConnId conn) {
+  auto it = waiters_.find(conn);
+  if (it == waiters_.end()) return;
+  Waiter& w = it->second;
+  if (w.watching < w.keys.size()) {
+    auto watched = watchers_.find(w.keys[w.watching]);
+    if (watched != watchers_.end()) {
+      watched->second.erase(conn);
+      if (watched->second.empty()) watchers_.erase(watched);
+    }
+  }
+  deadlines_.erase({w.deadline, conn});
+  waiters_.erase(it);
+}
+
+}  // namespace weft::tcp_store

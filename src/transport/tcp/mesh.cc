@@ -1,0 +1,153 @@
+#include "transport/tcp/mesh.h"
+
+#include <fmt/format.h>
+
+#include <sys/socket.h>
+
+#include <sstream>
+#include <thread>
+
+#include "base/log.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/socket.h"
+
+namespace weft::tcp {
+namespace {
+
+struct PeerAddress {
+  std::string host_id;
+  std::string ip;
+  uint16_t port = 0;
+};
+
+std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
+
+Result<PeerAddress> parse_address(const std::string& text, int rank) {
+  std::istringstream in(text);
+  PeerAddress a;
+  std::string port;
+  if (!std::getline(in, a.host_id) || !std::getline(in, a.ip) || !std::getline(in, port)) {
+    return Status(ErrorCode::protocol, fmt::format("malformed address record of rank {}", rank));
+  }
+  int p = std::atoi(port.c_str());
+  if (p <= 0 || p > 65535) {
+    return Status(ErrorCode::protocol, fmt::format("bad port '{}' published by rank {}", port, rank));
+  }
+  a.port = static_cast<uint16_t>(p);
+  return a;
+}
+
+Status send_hello(int fd, const MeshConfig& c, int index) {
+  uint8_t buf[kHeaderBytes + kHelloPayload];
+  FrameHeader h;
+  h.type = FrameType::hello;
+  h.comm = static_cast<uint32_t>(c.token);
+  h.length = kHelloPayload;
+  encode_header(h, buf);
+  Hello hello{c.token, static_cast<uint32_t>(c.rank), static_cast<uint32_t>(c.size),
+              static_cast<uint32_t>(index), static_cast<uint32_t>(c.sockets_per_peer)};
+  encode_hello(hello, buf + kHeaderBytes);
+  return write_all(fd, buf, sizeof(buf), c.deadline);
+}
+
+// Accepts every connection from higher ranks and files it by (rank, index) from its HELLO.
+Status accept_all(int listen_fd, const MeshConfig& c, std::vector<std::vector<Fd>>& sockets) {
+  size_t expected = static_cast<size_t>(c.size - 1 - c.rank) * c.sockets_per_peer;
+  for (size_t got = 0; got < expected;) {
+    auto fd = accept_tcp(listen_fd, c.deadline);
+    if (!fd.ok()) {
+      return Status(fd.status().code(), fmt::format("rank {}: {} ({} of {} connections from "
+                                                    "higher ranks arrived)",
+                                                    c.rank, fd.status().message(), got, expected));
+    }
+    uint8_t buf[kHeaderBytes + kHelloPayload];
+    Status st = read_all(fd->get(), buf, sizeof(buf), c.deadline);
+    auto header = st.ok() ? decode_header(buf, FrameLimits{}) : Result<FrameHeader>(st);
+    if (!header.ok() || header->type != FrameType::hello) {
+      log::warn("rank {}: dropped a connection that did not start with a weft HELLO: {}", c.rank,
+                header.ok() ? "wrong frame type" : header.status().to_string());
+      continue;
+    }
+    Hello hello = decode_hello(buf + kHeaderBytes);
+    if (hello.token != c.token) {
+      log::warn("rank {}: dropped a connection from another job (token mismatch)", c.rank);
+      continue;
+    }
+    if (hello.size != static_cast<uint32_t>(c.size) || hello.rank <= static_cast<uint32_t>(c.rank) ||
+        hello.rank >= hello.size || hello.socket_index >= static_cast<uint32_t>(c.sockets_per_peer) ||
+        hello.sockets_per_peer != static_cast<uint32_t>(c.sockets_per_peer) ||
+        sockets[hello.rank][hello.socket_index].valid()) {
+      return Status(ErrorCode::protocol,
+                    fmt::format("rank {}: inconsistent HELLO from rank {} (size {}, socket {}/{}); "
+                                "do all ranks use the same options?",
+                                c.rank, hello.rank, hello.size, hello.socket_index,
+                                hello.sockets_per_peer));
+    }
+    sockets[hello.rank][hello.socket_index] = std::move(fd.value());
+    ++got;
+  }
+  return Status();
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig& c) {
+  std::vector<std::vector<Fd>> sockets(c.size);
+  for (int p = 0; p < c.size; ++p) {
+    if (p != c.rank) sockets[p].resize(c.sockets_per_peer);
+  }
+  if (c.size == 1) return sockets;
+
+  auto ip = select_interface_address(c.interface);
+  if (!ip.ok()) return ip.status();
+  auto listener = listen_tcp(c.interface.empty() ? "" : ip.value(), 0);
+  if (!listener.ok()) return listener.status();
+  auto port = local_port(listener->get());
+  if (!port.ok()) return port.status();
+  WEFT_RETURN_IF_ERROR(store.set(addr_key(c.rank),
+                                 fmt::format("{}\n{}\n{}", c.host_id, ip.value(), port.value())));
+  log::debug("rank {}: listening on {}:{} (host {})", c.rank, ip.value(), port.value(), c.host_id);
+
+  Status accept_status;
+  std::thread acceptor([&] { accept_status = accept_all(listener->get(), c, sockets); });
+
+  Status connect_status;
+  for (int peer = 0; peer < c.rank && connect_status.ok(); ++peer) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        c.deadline - std::chrono::steady_clock::now());
+    auto record = store.get_string(addr_key(peer), std::max(left, std::chrono::milliseconds(1)));
+    if (!record.ok()) {
+      connect_status = record.status().with_context(
+          fmt::format("rank {}: waiting for the address of rank {}", c.rank, peer));
+      break;
+    }
+    auto addr = parse_address(record.value(), peer);
+    if (!addr.ok()) {
+      connect_status = addr.status();
+      break;
+    }
+    std::string target = addr->host_id == c.host_id ? "127.0.0.1" : addr->ip;
+    for (int i = 0; i < c.sockets_per_peer; ++i) {
+      auto fd = connect_tcp(target, addr->port, c.deadline);
+      if (!fd.ok()) {
+        connect_status = fd.status().with_context(
+            fmt::format("rank {}: connecting to rank {}", c.rank, peer));
+        break;
+      }
+      connect_status = send_hello(fd->get(), c, i);
+      if (!connect_status.ok()) break;
+      sockets[peer][i] = std::move(fd.value());
+    }
+  }
+  // A failed connect would leave the acceptor waiting for the deadline: wake it up.
+  if (!connect_status.ok()) ::shutdown(listener->get(), SHUT_RDWR);
+  acceptor.join();
+  WEFT_RETURN_IF_ERROR(connect_status);
+  WEFT_RETURN_IF_ERROR(accept_status);
+  for (auto& per_peer : sockets) {
+    for (auto& fd : per_peer) WEFT_RETURN_IF_ERROR(set_stream_options(fd.get()));
+  }
+  return sockets;
+}
+
+}  // namespace weft::tcp

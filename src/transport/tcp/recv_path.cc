@@ -1,0 +1,380 @@
+// The receive side of the TCP transport, run on the reactor thread that owns the peer: parse
+// frames, match them to posted receives, and read payloads straight into the destination.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "transport/tcp/transport_impl.h"
+
+namespace weft::tcp {
+namespace {
+
+constexpr size_t kInbufBytes = 64 * 1024;
+
+bool is_collective(uint64_t tag) { return (tag & kP2pTagBit) == 0; }
+
+}  // namespace
+
+void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
+  if (c.closed) return;
+  if (events & EPOLLOUT) {
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      st = flush(p, c);
+    }
+    if (!st.ok()) {
+      fail_async(st);
+      return;
+    }
+  }
+  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+    bool again = true;
+    while (again && !c.closed) {
+      Status st = read_some(p, c, again);
+      if (!st.ok()) {
+        fail_async(st);
+        return;
+      }
+    }
+  }
+}
+
+Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
+  if (c.inbuf.empty()) c.inbuf.resize(kInbufBytes);
+  if (c.in_start == c.in_end) c.in_start = c.in_end = 0;
+  iovec iov[2];
+  int n = 0;
+  size_t direct = 0;
+  if (c.state == Connection::RecvState::payload && c.in_start == c.in_end && c.remaining > 0) {
+    iov[n++] = {c.target, c.remaining};  // large payload: no intermediate copy
+    direct = c.remaining;
+  }
+  if (c.in_end == c.inbuf.size()) {
+    // Compact the partial frame header to the front.
+    std::memmove(c.inbuf.data(), c.inbuf.data() + c.in_start, c.in_end - c.in_start);
+    c.in_end -= c.in_start;
+    c.in_start = 0;
+  }
+  iov[n++] = {c.inbuf.data() + c.in_end, c.inbuf.size() - c.in_end};
+  ssize_t r = ::readv(c.fd.get(), iov, n);
+  if (r < 0) {
+    again = false;
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+      again = errno == EINTR;
+      return Status();
+    }
+    return Status(ErrorCode::peer_lost, fmt::format("rank {}: connection to rank {} lost ({})",
+                                                    rank_, p.rank, std::strerror(errno)));
+  }
+  if (r == 0) {
+    again = false;
+    c.closed = true;
+    p.reactor->remove(c.fd.get());
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (!p.departed) {
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: connection to rank {} lost (peer closed it or died)",
+                                rank_, p.rank));
+    }
+    if (++p.eof_count == static_cast<int>(p.conns.size())) {
+      p.open_conns = false;
+      goodbyes_.fetch_add(1);
+      closing_.notify();
+      if (!p.posted.empty() || !p.expected.empty() || !p.rts_pending.empty()) {
+        return Status(ErrorCode::peer_lost,
+                      fmt::format("rank {}: rank {} shut down while operations with it were pending",
+                                  rank_, p.rank));
+      }
+    }
+    return Status();
+  }
+  size_t got = static_cast<size_t>(r);
+  if (direct > 0) {
+    size_t into_target = std::min(got, direct);
+    c.target += into_target;
+    c.remaining -= into_target;
+    got -= into_target;
+    if (c.remaining == 0) {
+      c.state = Connection::RecvState::header;
+      WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
+    }
+  }
+  c.in_end += got;
+  return process(p, c);
+}
+
+Status TcpTransport::process(Peer& p, Connection& c) {
+  while (!c.closed) {
+    size_t avail = c.in_end - c.in_start;
+    if (c.state == Connection::RecvState::header) {
+      if (avail < kHeaderBytes) return Status();
+      auto h = decode_header(c.inbuf.data() + c.in_start, limits_);
+      c.in_start += kHeaderBytes;
+      if (!h.ok()) {
+        return Status(ErrorCode::protocol, fmt::format("rank {}: from rank {}: {}", rank_, p.rank,
+                                                       h.status().message()));
+      }
+      if (h->comm != comm_) {
+        return Status(ErrorCode::protocol,
+                      fmt::format("rank {}: frame from rank {} belongs to another communicator",
+                                  rank_, p.rank));
+      }
+      c.cur = h.value();
+      WEFT_RETURN_IF_ERROR(on_header(p, c));
+      continue;
+    }
+    if (avail == 0) return Status();
+    size_t take = std::min(avail, c.remaining);
+    if (c.target != nullptr) std::memcpy(c.target, c.inbuf.data() + c.in_start, take);
+    c.target += take;
+    c.remaining -= take;
+    c.in_start += take;
+    if (c.remaining > 0) return Status();
+    c.state = Connection::RecvState::header;
+    WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
+  }
+  return Status();
+}
+
+Status TcpTransport::check_collective(Peer& p, const FrameHeader& h) {
+  if (!is_collective(h.tag)) return Status();
+  std::lock_guard<std::mutex> lock(fp_mu_);
+  if (h.fp.seq == current_.seq && !fingerprints_compatible(h.fp, current_)) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} called {} but rank {} called {}", rank_, current_.describe(),
+                              p.rank, h.fp.describe()));
+  }
+  if (h.fp.seq < current_.seq) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} sent a message of {} that rank {} (now in {}) never received: "
+                              "the ranks called different collectives",
+                              p.rank, h.fp.describe(), rank_, current_.describe()));
+  }
+  return Status();
+}
+
+Status TcpTransport::match_check(Peer& p, const Request& r, uint64_t bytes,
+                                 const Fingerprint& remote) {
+  if (!fingerprints_compatible(remote, r.fp) || bytes != r.bytes) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} posted {} expecting {} bytes from rank {}, which sent {} of "
+                              "{} bytes",
+                              rank_, r.fp.describe(), r.bytes, p.rank, remote.describe(), bytes));
+  }
+  return Status();
+}
+
+Status TcpTransport::on_header(Peer& p, Connection& c) {
+  const FrameHeader& h = c.cur;
+  c.target = nullptr;
+  c.cur_req = nullptr;
+  c.cur_unexp = nullptr;
+  c.remaining = h.length;
+  switch (h.type) {
+    case FrameType::hello:
+      return Status(ErrorCode::protocol,
+                    fmt::format("rank {}: unexpected HELLO from rank {}", rank_, p.rank));
+    case FrameType::eager:
+    case FrameType::rts: {
+      WEFT_RETURN_IF_ERROR(check_collective(p, h));
+      uint64_t bytes = h.type == FrameType::eager ? h.length : h.offset;
+      std::lock_guard<std::mutex> lock(p.mu);
+      auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                             [&](Request* r) { return r->tag == h.tag; });
+      if (it != p.posted.end()) {
+        Request* r = *it;
+        p.posted.erase(it);
+        Status st = match_check(p, *r, bytes, h.fp);
+        if (!st.ok()) {
+          r->complete(st);
+          return st;
+        }
+        if (h.type == FrameType::eager) {
+          c.cur_req = r;
+          c.target = static_cast<uint8_t*>(r->buf);
+        } else {
+          r->msg_id = h.msg_id;
+          r->progress = 0;
+          p.expected.push_back(r);
+          send_cts(p, h.msg_id);
+          return flush(p, *p.conns[0]);
+        }
+      } else {
+        Unexpected* u = new_unexpected();
+        u->type = h.type;
+        u->tag = h.tag;
+        u->fp = h.fp;
+        u->bytes = bytes;
+        u->msg_id = h.msg_id;
+        p.unexpected.push_back(u);
+        if (h.type == FrameType::rts) return Status();
+        u->data = bytes > 0 ? static_cast<uint8_t*>(pool_.acquire(bytes)) : nullptr;
+        c.cur_unexp = u;
+        c.target = u->data;
+      }
+      break;
+    }
+    case FrameType::cts: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      auto it = std::find_if(p.rts_pending.begin(), p.rts_pending.end(),
+                             [&](Request* r) { return r->msg_id == h.msg_id; });
+      if (it == p.rts_pending.end()) {
+        return Status(ErrorCode::protocol, fmt::format("rank {}: CTS from rank {} for unknown "
+                                                       "message {}", rank_, p.rank, h.msg_id));
+      }
+      Request* r = *it;
+      p.rts_pending.erase(it);
+      start_data(p, r);
+      for (auto& conn : p.conns) WEFT_RETURN_IF_ERROR(flush(p, *conn));
+      return Status();
+    }
+    case FrameType::data: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      auto it = std::find_if(p.expected.begin(), p.expected.end(),
+                             [&](Request* r) { return r->msg_id == h.msg_id; });
+      if (it == p.expected.end() || h.offset + h.length > (*it)->bytes) {
+        return Status(ErrorCode::protocol, fmt::format("rank {}: DATA from rank {} for unknown "
+                                                       "message {} or out of its bounds",
+                                                       rank_, p.rank, h.msg_id));
+      }
+      c.cur_req = *it;
+      c.target = static_cast<uint8_t*>(c.cur_req->buf) + h.offset;
+      break;
+    }
+    case FrameType::credit: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.send_credits += h.msg_id;
+      return Status();
+    }
+    case FrameType::error:
+      c.err_text.assign(h.length, '\0');
+      c.target = reinterpret_cast<uint8_t*>(c.err_text.data());
+      break;
+    case FrameType::goodbye: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      p.departed = true;
+      return Status();
+    }
+  }
+  if (c.remaining > 0) {
+    c.state = Connection::RecvState::payload;
+    return Status();
+  }
+  return on_payload_done(p, c);
+}
+
+Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
+  const FrameHeader& h = c.cur;
+  switch (h.type) {
+    case FrameType::eager: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (c.cur_req != nullptr) {
+        p.credits_to_return += h.length;
+        c.cur_req->complete(Status());
+      } else if (c.cur_unexp != nullptr) {
+        Unexpected* u = c.cur_unexp;
+        u->arrived = true;
+        if (u->waiting != nullptr) deliver_unexpected(p, u, u->waiting);
+      }
+      c.cur_req = nullptr;
+      c.cur_unexp = nullptr;
+      maybe_return_credits(p);
+      return flush(p, *p.conns[0]);
+    }
+    case FrameType::data: {
+      std::lock_guard<std::mutex> lock(p.mu);
+      Request* r = c.cur_req;
+      c.cur_req = nullptr;
+      r->progress += h.length;
+      if (r->progress == r->bytes) {
+        p.expected.erase(std::find(p.expected.begin(), p.expected.end(), r));
+        r->complete(Status());
+      }
+      return Status();
+    }
+    case FrameType::error: {
+      uint64_t code = h.offset;
+      if (code == 0 || code > static_cast<uint64_t>(ErrorCode::internal)) {
+        code = static_cast<uint64_t>(ErrorCode::internal);
+      }
+      return Status(static_cast<ErrorCode>(code),
+                    fmt::format("rank {} reports: {}", p.rank, c.err_text));
+    }
+    default:
+      return Status();
+  }
+}
+
+// p.mu held. Copies a parked eager message into the receive, or answers a parked RTS.
+void TcpTransport::deliver_unexpected(Peer& p, Unexpected* u, Request* r) {
+  if (u->type == FrameType::rts) {
+    r->msg_id = u->msg_id;
+    r->progress = 0;
+    p.expected.push_back(r);
+    send_cts(p, u->msg_id);
+    free_unexpected(u);
+    return;
+  }
+  if (!u->arrived) {
+    u->waiting = r;  // completes when the payload is in
+    return;
+  }
+  if (u->bytes > 0) std::memcpy(r->buf, u->data, u->bytes);
+  if (!is_self(p)) p.credits_to_return += u->bytes;
+  if (u->data != nullptr) pool_.release(u->data, u->bytes);
+  free_unexpected(u);
+  r->complete(Status());
+  if (!is_self(p)) maybe_return_credits(p);
+}
+
+void TcpTransport::post_recv(Request* r) {
+  if (failed_.load(std::memory_order_acquire)) {
+    r->complete(failure());
+    return;
+  }
+  Peer& p = *peers_[r->peer];
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (failed_.load(std::memory_order_acquire)) {
+      r->complete(failure());
+      return;
+    }
+    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(), [&](Unexpected* u) {
+      return u->tag == r->tag && u->waiting == nullptr;
+    });
+    if (it == p.unexpected.end()) {
+      if (p.departed && !is_self(p)) {
+        r->complete(Status(ErrorCode::peer_lost, fmt::format("rank {}: receive from rank {} which "
+                                                             "has shut down", rank_, p.rank)));
+        return;
+      }
+      p.posted.push_back(r);
+      return;
+    }
+    Unexpected* u = *it;
+    st = match_check(p, *r, u->bytes, u->fp);
+    if (!st.ok()) {
+      r->complete(st);
+    } else {
+      bool parked_in_unexpected = u->type == FrameType::eager && !u->arrived;
+      if (!parked_in_unexpected) p.unexpected.erase(it);
+      deliver_unexpected(p, u, r);
+      if (parked_in_unexpected) {
+        // Removed from the list when the payload completes (deliver_unexpected frees it then).
+        p.unexpected.erase(std::find(p.unexpected.begin(), p.unexpected.end(), u));
+      }
+      if (!is_self(p)) st = flush(p, *p.conns[0]);
+    }
+  }
+  if (!st.ok()) fail_async(st);
+}
+
+}  // namespace weft::tcp

@@ -1,0 +1,184 @@
+// The send side of the TCP transport: queueing frames and writing them with writev, straight
+// from the caller's buffer.
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "transport/tcp/transport_impl.h"
+
+namespace weft::tcp {
+namespace {
+
+constexpr size_t kMinSegment = 256 * 1024;  // smallest DATA segment worth its own socket
+constexpr int kMaxIov = 64;
+
+}  // namespace
+
+void TcpTransport::enqueue(Peer& p, Connection& c, const FrameHeader& h, const void* payload,
+                           Request* r) {
+  (void)p;
+  OutFrame& f = c.outq.emplace_back();
+  encode_header(h, f.header);
+  f.payload = static_cast<const uint8_t*>(payload);
+  f.payload_len = h.length;
+  f.req = r;
+}
+
+Status TcpTransport::flush(Peer& p, Connection& c) {
+  if (c.closed) return Status();
+  while (!c.outq.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = c.outq.begin(); it != c.outq.end() && n + 2 <= kMaxIov; ++it) {
+      size_t skip = it == c.outq.begin() ? it->written : 0;
+      if (skip < kHeaderBytes) {
+        iov[n++] = {it->header + skip, kHeaderBytes - skip};
+        skip = 0;
+      } else {
+        skip -= kHeaderBytes;
+      }
+      if (it->payload_len > skip) {
+        iov[n++] = {const_cast<uint8_t*>(it->payload) + skip, it->payload_len - skip};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t w = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status();
+      if (errno == EINTR) continue;
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: connection to rank {} lost while sending ({})", rank_,
+                                p.rank, std::strerror(errno)));
+    }
+    size_t left = static_cast<size_t>(w);
+    while (left > 0) {
+      OutFrame& f = c.outq.front();
+      size_t total = kHeaderBytes + f.payload_len;
+      size_t take = std::min(left, total - f.written);
+      f.written += take;
+      left -= take;
+      if (f.written < total) break;
+      Request* r = f.req;
+      c.outq.pop_front();
+      if (r != nullptr && --r->parts_left == 0) r->complete(Status());
+    }
+  }
+  return Status();
+}
+
+void TcpTransport::send_cts(Peer& p, uint64_t msg_id) {
+  FrameHeader h;
+  h.type = FrameType::cts;
+  h.comm = comm_;
+  h.msg_id = msg_id;
+  enqueue(p, *p.conns[0], h, nullptr, nullptr);
+}
+
+void TcpTransport::start_data(Peer& p, Request* r) {
+  size_t nconn = p.conns.size();
+  size_t segments = std::max<size_t>(1, std::min(nconn, r->bytes / kMinSegment));
+  size_t per = (r->bytes + segments - 1) / segments;
+  per = (per + 4095) & ~size_t{4095};
+  r->parts_left = 0;
+  for (size_t off = 0, i = 0; off < r->bytes; off += per, ++i) r->parts_left++;
+  const auto* base = static_cast<const uint8_t*>(r->buf);
+  size_t i = 0;
+  for (size_t off = 0; off < r->bytes; off += per, ++i) {
+    FrameHeader h;
+    h.type = FrameType::data;
+    h.comm = comm_;
+    h.tag = r->tag;
+    h.msg_id = r->msg_id;
+    h.offset = off;
+    h.length = std::min(per, r->bytes - off);
+    h.fp = r->fp;
+    enqueue(p, *p.conns[i % nconn], h, base + off, r);
+  }
+}
+
+void TcpTransport::maybe_return_credits(Peer& p) {
+  if (p.credits_to_return == 0 || p.credits_to_return < options_.eager_credit_bytes / 4) return;
+  FrameHeader h;
+  h.type = FrameType::credit;
+  h.comm = comm_;
+  h.msg_id = p.credits_to_return;
+  p.credits_to_return = 0;
+  enqueue(p, *p.conns[0], h, nullptr, nullptr);
+}
+
+void TcpTransport::send_self(Peer& p, Request* r) {
+  // p.mu held. A send to oneself matches like any other message, without a socket.
+  for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
+    Request* recv = *it;
+    if (recv->tag != r->tag) continue;
+    p.posted.erase(it);
+    Status st = match_check(p, *recv, r->bytes, r->fp);
+    if (st.ok() && r->bytes > 0) std::memcpy(recv->buf, r->buf, r->bytes);
+    recv->complete(st);
+    r->complete(st);
+    return;
+  }
+  Unexpected* u = new_unexpected();
+  u->type = FrameType::eager;
+  u->tag = r->tag;
+  u->fp = r->fp;
+  u->bytes = r->bytes;
+  u->data = r->bytes > 0 ? static_cast<uint8_t*>(pool_.acquire(r->bytes)) : nullptr;
+  if (r->bytes > 0) std::memcpy(u->data, r->buf, r->bytes);
+  u->arrived = true;
+  p.unexpected.push_back(u);
+  r->complete(Status());
+}
+
+void TcpTransport::post_send(Request* r) {
+  if (failed_.load(std::memory_order_acquire)) {
+    r->complete(failure());
+    return;
+  }
+  Peer& p = *peers_[r->peer];
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (failed_.load(std::memory_order_acquire)) {
+      r->complete(failure());
+      return;
+    }
+    if (is_self(p)) {
+      send_self(p, r);
+      return;
+    }
+    if (p.departed) {
+      r->complete(Status(ErrorCode::peer_lost,
+                         fmt::format("rank {}: send to rank {} which has shut down", rank_, p.rank)));
+      return;
+    }
+    FrameHeader h;
+    h.comm = comm_;
+    h.tag = r->tag;
+    h.fp = r->fp;
+    if (r->bytes <= options_.eager_threshold && r->bytes <= p.send_credits) {
+      p.send_credits -= r->bytes;
+      h.type = FrameType::eager;
+      h.length = r->bytes;
+      r->parts_left = 1;
+      enqueue(p, *p.conns[0], h, r->buf, r);
+    } else {
+      h.type = FrameType::rts;
+      r->msg_id = ++p.next_msg_id;
+      h.msg_id = r->msg_id;
+      h.offset = r->bytes;
+      p.rts_pending.push_back(r);
+      enqueue(p, *p.conns[0], h, nullptr, nullptr);
+    }
+    st = flush(p, *p.conns[0]);
+  }
+  if (!st.ok()) fail_async(st);
+}
+
+}  // namespace weft::tcp

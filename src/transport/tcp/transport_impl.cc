@@ -1,0 +1,275 @@
+// Life cycle of the TCP transport: start, failure (local or reported by a peer), clean close.
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "base/log.h"
+#include "transport/tcp/mesh.h"
+#include "transport/tcp/transport_impl.h"
+
+namespace weft::tcp {
+
+TcpTransport::TcpTransport(const TcpTransportConfig& config, BufferPool& pool)
+    : rank_(config.rank),
+      size_(config.size),
+      comm_(static_cast<uint32_t>(config.token)),
+      options_(config.options),
+      pool_(pool) {
+  limits_.max_eager = options_.eager_threshold;
+  for (int r = 0; r < size_; ++r) {
+    auto p = std::make_unique<Peer>();
+    p->rank = r;
+    p->send_credits = options_.eager_credit_bytes;
+    peers_.push_back(std::move(p));
+  }
+}
+
+TcpTransport::~TcpTransport() {
+  if (!failed_.load()) fail(Status(ErrorCode::aborted, fmt::format("rank {}: communicator destroyed", rank_)));
+  reactors_.clear();  // joins the threads; nothing references the peers after this
+}
+
+Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
+  int nreactors = std::max(1, std::min(options_.reactor_threads, std::max(1, size_ - 1)));
+  for (int i = 0; i < nreactors; ++i) {
+    auto r = Reactor::create(fmt::format("weft-r{}-{}", rank_, i));
+    if (!r.ok()) return r.status();
+    reactors_.push_back(std::move(r.value()));
+  }
+  int next = 0;
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = *peers_[r];
+    if (r == rank_) continue;
+    p.reactor = reactors_[next++ % nreactors].get();
+    for (size_t i = 0; i < sockets[r].size(); ++i) {
+      auto c = std::make_unique<Connection>();
+      c->fd = std::move(sockets[r][i]);
+      c->peer = r;
+      c->index = static_cast<int>(i);
+      p.conns.push_back(std::move(c));
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    Peer& p = *peers_[r];
+    for (auto& c : p.conns) {
+      Connection* conn = c.get();
+      Peer* peer = &p;
+      WEFT_RETURN_IF_ERROR(p.reactor->add(conn->fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+                                          [this, peer, conn](uint32_t ev) { on_event(*peer, *conn, ev); }));
+    }
+  }
+  return Status();
+}
+
+Status TcpTransport::failure() const {
+  std::lock_guard<std::mutex> lock(err_mu_);
+  return error_;
+}
+
+Status TcpTransport::error() const { return failure(); }
+
+void TcpTransport::begin_operation(const Fingerprint& fp) {
+  Status st;
+  {
+    std::lock_guard<std::mutex> fp_lock(fp_mu_);
+    current_ = fp;
+    for (auto& p : peers_) {
+      std::lock_guard<std::mutex> lock(p->mu);
+      for (Unexpected* u : p->unexpected) {
+        if ((u->tag & kP2pTagBit) != 0) continue;
+        if (u->fp.seq == fp.seq && !fingerprints_compatible(u->fp, fp)) {
+          st = Status(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}",
+                                                       rank_, fp.describe(), p->rank, u->fp.describe()));
+        } else if (u->fp.seq < fp.seq) {
+          st = Status(ErrorCode::mismatch,
+                      fmt::format("rank {} sent a message of {} that rank {} (now in {}) never "
+                                  "received: the ranks called different collectives",
+                                  p->rank, u->fp.describe(), rank_, fp.describe()));
+        }
+        if (!st.ok()) break;
+      }
+      if (!st.ok()) break;
+    }
+  }
+  if (!st.ok()) fail(st);
+}
+
+void TcpTransport::fail_async(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(err_mu_);
+    if (!error_.ok()) return;
+    error_ = status;
+    failed_.store(true, std::memory_order_release);
+  }
+  if (status.code() == ErrorCode::aborted) {
+    log::debug("{}", status.to_string());
+  } else {
+    log::warn("{}", status.to_string());
+  }
+  for (auto& p : peers_) {
+    Peer* peer = p.get();
+    if (peer->rank == rank_) {
+      drain_peer(*peer, status, false);
+      continue;
+    }
+    peer->reactor->post([this, peer, status] { drain_peer(*peer, status, true); });
+  }
+}
+
+void TcpTransport::fail(const Status& status) {
+  fail_async(status);
+  // Make sure every reactor has run its drain (queued before this barrier) before returning.
+  for (auto& r : reactors_) r->run_sync([] {});
+}
+
+void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
+  std::vector<Request*> reqs;
+  std::vector<uint8_t*> parked;
+  std::lock_guard<std::mutex> lock(p.mu);
+  for (Request* r : p.posted) reqs.push_back(r);
+  for (Request* r : p.rts_pending) reqs.push_back(r);
+  for (Request* r : p.expected) reqs.push_back(r);
+  for (Unexpected* u : p.unexpected) {
+    if (u->waiting != nullptr) reqs.push_back(u->waiting);
+    if (u->data != nullptr) pool_.release(u->data, u->bytes);
+    free_unexpected(u);
+  }
+  p.posted.clear();
+  p.rts_pending.clear();
+  p.expected.clear();
+  p.unexpected.clear();
+  for (auto& c : p.conns) {
+    for (OutFrame& f : c->outq) {
+      if (f.req != nullptr) reqs.push_back(f.req);
+    }
+    if (c->cur_req != nullptr) reqs.push_back(c->cur_req);
+    if (c->cur_unexp != nullptr) {
+      Unexpected* u = c->cur_unexp;
+      if (u->waiting != nullptr) reqs.push_back(u->waiting);
+      if (u->data != nullptr) pool_.release(u->data, u->bytes);
+      free_unexpected(u);
+    }
+    c->cur_req = nullptr;
+    c->cur_unexp = nullptr;
+    c->state = Connection::RecvState::header;
+    c->remaining = 0;
+    bool can_tell = tell_peer && c->index == 0 && !c->closed &&
+                    (c->outq.empty() || c->outq.front().written == 0);
+    c->outq.clear();
+    if (can_tell) {
+      // Best effort: the peers learn why, instead of only seeing the connection drop.
+      std::string text = status.message().substr(0, kMaxErrorText);
+      uint8_t buf[kHeaderBytes + kMaxErrorText];
+      FrameHeader h;
+      h.type = FrameType::error;
+      h.comm = comm_;
+      h.offset = static_cast<uint64_t>(status.code());
+      h.length = text.size();
+      encode_header(h, buf);
+      std::memcpy(buf + kHeaderBytes, text.data(), text.size());
+      [[maybe_unused]] ssize_t w =
+          ::send(c->fd.get(), buf, kHeaderBytes + text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    if (!c->closed && p.reactor != nullptr) {
+      p.reactor->remove(c->fd.get());
+      ::shutdown(c->fd.get(), SHUT_RDWR);
+      c->closed = true;
+    }
+  }
+  std::sort(reqs.begin(), reqs.end());
+  reqs.erase(std::unique(reqs.begin(), reqs.end()), reqs.end());
+  for (Request* r : reqs) r->complete(status);
+  closing_.notify();
+}
+
+void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
+  if (failed_.load()) return;
+  int expected_goodbyes = 0;
+  for (auto& p : peers_) {
+    if (p->rank == rank_) continue;
+    ++expected_goodbyes;
+    Peer* peer = p.get();
+    peer->reactor->run_sync([this, peer] {
+      std::lock_guard<std::mutex> lock(peer->mu);
+      for (auto& c : peer->conns) {
+        FrameHeader h;
+        h.type = FrameType::goodbye;
+        h.comm = comm_;
+        enqueue(*peer, *c, h, nullptr, nullptr);
+        Status st = flush(*peer, *c);
+        if (st.ok() && c->outq.empty()) ::shutdown(c->fd.get(), SHUT_WR);
+      }
+    });
+  }
+  // Wait for every peer's GOODBYE + EOF, so no byte in flight is cut off by a reset.
+  auto deadline = Completion::Clock::now() + timeout;
+  while (goodbyes_.load() < expected_goodbyes && !failed_.load()) {
+    uint32_t gen = closing_.generation();
+    if (goodbyes_.load() >= expected_goodbyes || failed_.load()) break;
+    // Half-closed sockets whose queue drained late get their FIN here.
+    for (auto& p : peers_) {
+      if (p->rank == rank_) continue;
+      Peer* peer = p.get();
+      peer->reactor->post([peer] {
+        std::lock_guard<std::mutex> lock(peer->mu);
+        for (auto& c : peer->conns) {
+          if (!c->closed && c->outq.empty()) ::shutdown(c->fd.get(), SHUT_WR);
+        }
+      });
+    }
+    if (!closing_.wait_for_change(gen, std::min(deadline, Completion::Clock::now() +
+                                                              std::chrono::milliseconds(50)))) {
+      if (Completion::Clock::now() >= deadline) break;
+    }
+  }
+  fail(Status(ErrorCode::aborted, fmt::format("rank {}: communicator shut down", rank_)));
+}
+
+Unexpected* TcpTransport::new_unexpected() {
+  std::lock_guard<std::mutex> lock(unexp_mu_);
+  if (unexp_free_.empty()) {
+    unexp_storage_.push_back(std::make_unique<Unexpected>());
+    return unexp_storage_.back().get();
+  }
+  Unexpected* u = unexp_free_.back();
+  unexp_free_.pop_back();
+  *u = Unexpected();
+  return u;
+}
+
+void TcpTransport::free_unexpected(Unexpected* u) {
+  std::lock_guard<std::mutex> lock(unexp_mu_);
+  u->data = nullptr;
+  unexp_free_.push_back(u);
+}
+
+}  // namespace weft::tcp
+
+namespace weft {
+
+Result<std::unique_ptr<Transport>> make_tcp_transport(const TcpTransportConfig& config, Store& store,
+                                                      BufferPool& pool) {
+  tcp::MeshConfig mesh;
+  mesh.rank = config.rank;
+  mesh.size = config.size;
+  mesh.sockets_per_peer = config.options.sockets_per_peer;
+  mesh.token = config.token;
+  mesh.host_id = config.host_id;
+  mesh.interface = config.options.interface;
+  mesh.deadline = std::chrono::steady_clock::now() + config.options.connect_timeout;
+  auto sockets = tcp::connect_mesh(store, mesh);
+  if (!sockets.ok()) return sockets.status();
+  auto t = std::make_unique<tcp::TcpTransport>(config, pool);
+  WEFT_RETURN_IF_ERROR(t->start(std::move(sockets.value())));
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+void close_tcp_transport(Transport& transport, std::chrono::milliseconds timeout) {
+  static_cast<tcp::TcpTransport&>(transport).close_gracefully(timeout);
+}
+
+}  // namespace weft

@@ -1,0 +1,146 @@
+// Internal classes of the TCP transport (see tcp_transport.h for the contract).
+//
+// Threads and locks: each Peer has one mutex guarding its matching state and the send queues of
+// its sockets; posters (any thread) and the reactor take it. The receive state of a Connection
+// belongs to the reactor thread that owns the peer and is never touched elsewhere; fail() reaches
+// it by running on that reactor. Lock order: fp_mu_ may be taken before a Peer's mutex, never after.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "base/fd.h"
+#include "runtime/buffer_pool.h"
+#include "runtime/reactor.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace weft::tcp {
+
+struct OutFrame {
+  uint8_t header[kHeaderBytes];
+  const uint8_t* payload = nullptr;
+  size_t payload_len = 0;
+  size_t written = 0;       // of header + payload
+  Request* req = nullptr;   // counts down req->parts_left when fully written
+  std::string text;         // owned payload (error frames)
+};
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+  FrameType type = FrameType::eager;  // eager (payload parked in `data`) or rts (payload waits)
+  uint64_t tag = 0;
+  Fingerprint fp;
+  size_t bytes = 0;
+  uint64_t msg_id = 0;           // rts
+  uint8_t* data = nullptr;       // eager payload, from the pool
+  bool arrived = false;          // eager payload fully received
+  Request* waiting = nullptr;    // a receive matched while the payload was still arriving
+};
+
+struct Connection {
+  Fd fd;
+  int peer = -1;
+  int index = 0;
+  bool closed = false;  // reactor thread
+  // Send side (guarded by the peer mutex).
+  std::deque<OutFrame> outq;
+  // Receive side (reactor thread only).
+  enum class RecvState { header, payload } state = RecvState::header;
+  std::vector<uint8_t> inbuf;
+  size_t in_start = 0, in_end = 0;
+  FrameHeader cur;
+  uint8_t* target = nullptr;
+  size_t remaining = 0;
+  Request* cur_req = nullptr;       // eager matched directly, or data for an expected receive
+  Unexpected* cur_unexp = nullptr;  // eager parked
+  std::string err_text;             // error frame payload
+};
+
+struct Peer {
+  int rank = -1;
+  Reactor* reactor = nullptr;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Connection>> conns;   // fixed after set-up
+  std::vector<Request*> posted;                     // receives not yet matched, in posting order
+  std::vector<Unexpected*> unexpected;              // arrivals not yet matched, in arrival order
+  std::vector<Request*> rts_pending;                // our rendezvous sends waiting for CTS
+  std::vector<Request*> expected;                   // our receives waiting for DATA
+  size_t send_credits = 0;
+  size_t credits_to_return = 0;
+  uint64_t next_msg_id = 0;
+  bool departed = false;     // GOODBYE received
+  bool open_conns = true;    // false once every socket saw EOF after GOODBYE
+  int eof_count = 0;
+};
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(const TcpTransportConfig& config, BufferPool& pool);
+  ~TcpTransport() override;
+
+  Status start(std::vector<std::vector<Fd>> sockets);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void post_send(Request* r) override;
+  void post_recv(Request* r) override;
+  void begin_operation(const Fingerprint& fp) override;
+  void fail(const Status& status) override;
+  Status error() const override;
+
+  void close_gracefully(std::chrono::milliseconds timeout);
+
+ private:
+  // send_path.cc
+  void enqueue(Peer& p, Connection& c, const FrameHeader& h, const void* payload, Request* r);
+  Status flush(Peer& p, Connection& c);  // p.mu held
+  void send_cts(Peer& p, uint64_t msg_id);
+  void start_data(Peer& p, Request* r);
+  void maybe_return_credits(Peer& p);
+  void send_self(Peer& p, Request* r);
+  // recv_path.cc
+  void on_event(Peer& p, Connection& c, uint32_t events);
+  Status read_some(Peer& p, Connection& c, bool& again);
+  Status process(Peer& p, Connection& c);
+  Status on_header(Peer& p, Connection& c);
+  Status on_payload_done(Peer& p, Connection& c);
+  Status check_collective(Peer& p, const FrameHeader& h);
+  Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
+  void deliver_unexpected(Peer& p, Unexpected* u, Request* r);
+  // transport_impl.cc
+  void fail_async(const Status& status);
+  void drain_peer(Peer& p, const Status& status, bool tell_peer);
+  Status failure() const;
+  Unexpected* new_unexpected();
+  void free_unexpected(Unexpected* u);
+  bool is_self(const Peer& p) const { return p.rank == rank_; }
+
+  const int rank_;
+  const int size_;
+  const uint32_t comm_;
+  const Options options_;
+  BufferPool& pool_;
+  FrameLimits limits_;
+  std::vector<std::unique_ptr<Reactor>> reactors_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+
+  mutable std::mutex err_mu_;
+  Status error_;                       // guarded by err_mu_
+  std::atomic<bool> failed_{false};
+
+  std::mutex fp_mu_;
+  Fingerprint current_;                // guarded by fp_mu_
+
+  std::mutex unexp_mu_;
+  std::vector<std::unique_ptr<Unexpected>> unexp_storage_;  // guarded by unexp_mu_
+  std::vector<Unexpected*> unexp_free_;                     // guarded by unexp_mu_
+
+  std::atomic<int> goodbyes_{0};
+  Completion closing_;
+};
+
+}  // namespace weft::tcp

@@ -1,0 +1,42 @@
+// Runs N ranks of a test as threads of this process, each with its own weft::Communicator over
+// the real TCP transport (loopback), meeting through one in-memory store.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "weft/weft.h"
+
+namespace weft::testing {
+
+inline Options test_options() {
+  Options o;
+  o.timeout = std::chrono::seconds(60);
+  o.connect_timeout = std::chrono::seconds(60);
+  o.host_id = "test-host";
+  return o;
+}
+
+// Calls fn(comm) on `n` rank threads; fails the test if a communicator cannot be created.
+inline void run_comm_ranks(int n, const Options& base,
+                           const std::function<void(Communicator&)>& fn) {
+  auto store = make_memory_store();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Options o = base;
+      o.rank = r;
+      o.size = n;
+      auto comm = Communicator::create(o, store);
+      ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status().to_string();
+      fn(*comm.value());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace weft::testing

@@ -1,0 +1,307 @@
+// The public Communicator over TCP on loopback, ranks as threads: every collective through the
+// C++ API (blocking and async), point-to-point matching, flow control, split, and the error
+// paths (mismatch, timeout, abort, bad arguments) that must end in an error, never a hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <numeric>
+
+#include "tests/multirank/comm_harness.h"
+
+namespace weft {
+namespace {
+
+using testing::run_comm_ranks;
+using testing::test_options;
+using Clock = std::chrono::steady_clock;
+
+TEST(Communicator, EveryCollectiveThroughThePublicApi) {
+  for (int n : {1, 2, 3, 4}) {
+    SCOPED_TRACE("world size " + std::to_string(n));
+    run_comm_ranks(n, test_options(), [n](Communicator& c) {
+      const int r = c.rank();
+      const size_t count = 1001;
+      std::vector<float> in(count), out(count);
+      for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>(r + 1) * (i % 7);
+      ASSERT_TRUE(c.allreduce(in.data(), out.data(), count, DataType::fp32, ReduceOp::sum).ok());
+      float ranks_sum = n * (n + 1) / 2.0f;
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(out[i], ranks_sum * (i % 7));
+
+      std::vector<int32_t> b(count, r == n - 1 ? 42 : 0);
+      ASSERT_TRUE(c.broadcast(b.data(), count, DataType::int32, n - 1).ok());
+      EXPECT_EQ(b[count - 1], 42);
+
+      std::vector<int64_t> mine(5, r), all(5 * n);
+      ASSERT_TRUE(c.allgather(mine.data(), all.data(), 5, DataType::int64).ok());
+      for (int p = 0; p < n; ++p) EXPECT_EQ(all[5 * p + 4], p);
+
+      std::vector<double> rs_in(3 * n, 1.0), rs_out(3);
+      ASSERT_TRUE(c.reduce_scatter(rs_in.data(), rs_out.data(), 3, DataType::fp64, ReduceOp::sum).ok());
+      EXPECT_EQ(rs_out[2], n);
+
+      std::vector<int32_t> red(4, r), red_out(4, -1);
+      ASSERT_TRUE(c.reduce(red.data(), red_out.data(), 4, DataType::int32, ReduceOp::max, 0).ok());
+      if (r == 0) EXPECT_EQ(red_out[3], n - 1);
+
+      std::vector<uint8_t> g(2, static_cast<uint8_t>(r)), gall(2 * n);
+      ASSERT_TRUE(c.gather(g.data(), gall.data(), 2, DataType::uint8, 0).ok());
+      if (r == 0) {
+        for (int p = 0; p < n; ++p) EXPECT_EQ(gall[2 * p], p);
+      }
+      std::vector<uint8_t> sc(2 * n), sc_out(2);
+      for (int p = 0; p < n; ++p) sc[2 * p] = sc[2 * p + 1] = static_cast<uint8_t>(10 + p);
+      ASSERT_TRUE(c.scatter(sc.data(), sc_out.data(), 2, DataType::uint8, 0).ok());
+      EXPECT_EQ(sc_out[1], 10 + r);
+
+      std::vector<int32_t> a2a(n), a2a_out(n);
+      for (int p = 0; p < n; ++p) a2a[p] = 100 * r + p;
+      ASSERT_TRUE(c.alltoall(a2a.data(), a2a_out.data(), 1, DataType::int32).ok());
+      for (int p = 0; p < n; ++p) EXPECT_EQ(a2a_out[p], 100 * p + r);
+
+      // allgatherv: rank p contributes p+1 elements.
+      std::vector<size_t> counts(n), displs(n);
+      size_t total = 0;
+      for (int p = 0; p < n; ++p) {
+        counts[p] = p + 1;
+        displs[p] = total;
+        total += counts[p];
+      }
+      std::vector<int32_t> v_in(r + 1, r), v_out(total, -1);
+      ASSERT_TRUE(c.allgatherv(v_in.data(), r + 1, v_out.data(), counts, displs, DataType::int32).ok());
+      for (int p = 0; p < n; ++p) EXPECT_EQ(v_out[displs[p] + p], p);
+
+      // alltoallv: rank r sends p+1 elements to rank p.
+      std::vector<size_t> sc_counts(n), sd(n), rc(n), rd(n);
+      size_t st = 0, rt = 0;
+      for (int p = 0; p < n; ++p) {
+        sc_counts[p] = p + 1;
+        sd[p] = st;
+        st += p + 1;
+        rc[p] = r + 1;
+        rd[p] = rt;
+        rt += r + 1;
+      }
+      std::vector<int32_t> av_in(st), av_out(rt, -1);
+      for (int p = 0; p < n; ++p) {
+        for (size_t k = 0; k < sc_counts[p]; ++k) av_in[sd[p] + k] = 1000 * r + p;
+      }
+      ASSERT_TRUE(c.alltoallv(av_in.data(), sc_counts, sd, av_out.data(), rc, rd, DataType::int32).ok());
+      for (int p = 0; p < n; ++p) EXPECT_EQ(av_out[rd[p]], 1000 * p + r);
+
+      ASSERT_TRUE(c.barrier().ok());
+    });
+  }
+}
+
+TEST(Communicator, AsyncOperationsRunInCallOrder) {
+  run_comm_ranks(3, test_options(), [](Communicator& c) {
+    constexpr int kOps = 20;
+    std::vector<std::vector<float>> bufs(kOps, std::vector<float>(50000, 1.0f));
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < kOps; ++i) {
+      works.push_back(c.allreduce_async(bufs[i].data(), bufs[i].data(), bufs[i].size(),
+                                        DataType::fp32, ReduceOp::sum));
+    }
+    for (auto& w : works) {
+      ASSERT_TRUE(w->wait().ok());
+      EXPECT_TRUE(w->test());
+      EXPECT_LE(w->start_time(), w->end_time());
+    }
+    for (auto& b : bufs) EXPECT_EQ(b[49999], 3.0f);
+  });
+}
+
+TEST(Communicator, PointToPointLargeAndSmallInBothDirections) {
+  Options o = test_options();
+  o.eager_threshold = 1024;
+  run_comm_ranks(2, o, [](Communicator& c) {
+    int peer = 1 - c.rank();
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{1000}, size_t{5000}, size_t{3} << 20}) {
+      std::vector<uint8_t> out(bytes, static_cast<uint8_t>(c.rank() + 1)), in(bytes, 0);
+      // Both ranks send first: must not deadlock even when the message needs rendezvous.
+      auto s = c.send_async(out.data(), bytes, peer, 7);
+      ASSERT_TRUE(c.recv(in.data(), bytes, peer, 7).ok());
+      ASSERT_TRUE(s->wait().ok());
+      if (bytes > 0) EXPECT_EQ(in[bytes - 1], peer + 1);
+    }
+  });
+}
+
+TEST(Communicator, ReceivesMayBePostedInAnotherOrderThanSends) {
+  Options o = test_options();
+  o.eager_threshold = 4096;
+  run_comm_ranks(2, o, [](Communicator& c) {
+    std::vector<int32_t> a(1 << 20, 1), b(1 << 20, 2), small(10, 3);
+    if (c.rank() == 0) {
+      auto w1 = c.send_async(a.data(), a.size() * 4, 1, 1);
+      auto w2 = c.send_async(small.data(), small.size() * 4, 1, 2);
+      auto w3 = c.send_async(b.data(), b.size() * 4, 1, 3);
+      ASSERT_TRUE(w1->wait().ok());
+      ASSERT_TRUE(w2->wait().ok());
+      ASSERT_TRUE(w3->wait().ok());
+    } else {
+      std::vector<int32_t> ra(a.size()), rb(b.size()), rs(10);
+      ASSERT_TRUE(c.recv(rb.data(), rb.size() * 4, 0, 3).ok());
+      ASSERT_TRUE(c.recv(rs.data(), rs.size() * 4, 0, 2).ok());
+      ASSERT_TRUE(c.recv(ra.data(), ra.size() * 4, 0, 1).ok());
+      EXPECT_EQ(ra.back(), 1);
+      EXPECT_EQ(rb.back(), 2);
+      EXPECT_EQ(rs.back(), 3);
+    }
+  });
+}
+
+TEST(Communicator, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
+  Options o = test_options();
+  o.eager_threshold = 16 * 1024;
+  o.eager_credit_bytes = 64 * 1024;  // only 4 eager messages may be parked at the receiver
+  run_comm_ranks(2, o, [](Communicator& c) {
+    constexpr int kMessages = 200;
+    if (c.rank() == 0) {
+      std::vector<std::vector<int32_t>> msgs(kMessages, std::vector<int32_t>(4096));
+      std::vector<WorkPtr> works;
+      for (int i = 0; i < kMessages; ++i) {
+        std::fill(msgs[i].begin(), msgs[i].end(), i);
+        works.push_back(c.send_async(msgs[i].data(), msgs[i].size() * 4, 1, 5));
+      }
+      for (auto& w : works) ASSERT_TRUE(w->wait().ok());
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the sender run ahead
+      std::vector<int32_t> in(4096);
+      for (int i = 0; i < kMessages; ++i) {
+        ASSERT_TRUE(c.recv(in.data(), in.size() * 4, 0, 5).ok());
+        ASSERT_EQ(in[0], i);  // same tag: arrival order is send order
+        ASSERT_EQ(in[4095], i);
+      }
+    }
+  });
+}
+
+TEST(Communicator, SendToSelf) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    int v = 40 + c.rank(), got = 0;
+    auto s = c.send_async(&v, sizeof(v), c.rank(), 1);
+    ASSERT_TRUE(c.recv(&got, sizeof(got), c.rank(), 1).ok());
+    ASSERT_TRUE(s->wait().ok());
+    EXPECT_EQ(got, v);
+  });
+}
+
+TEST(Communicator, ManySocketsAndReactors) {
+  Options o = test_options();
+  o.sockets_per_peer = 4;
+  o.reactor_threads = 2;
+  o.eager_threshold = 1024;
+  run_comm_ranks(4, o, [](Communicator& c) {
+    std::vector<float> buf(3 << 20, 1.0f);
+    ASSERT_TRUE(c.allreduce(buf.data(), buf.data(), buf.size(), DataType::fp32, ReduceOp::sum).ok());
+    EXPECT_EQ(buf.front(), 4.0f);
+    EXPECT_EQ(buf.back(), 4.0f);
+  });
+}
+
+TEST(Communicator, SplitByParity) {
+  run_comm_ranks(5, test_options(), [](Communicator& c) {
+    auto sub = c.split(c.rank() % 2, -c.rank());  // reverse order inside each group
+    ASSERT_TRUE(sub.ok()) << sub.status().to_string();
+    ASSERT_TRUE(sub.value());
+    Communicator& s = *sub.value();
+    int expected_size = c.rank() % 2 == 0 ? 3 : 2;
+    EXPECT_EQ(s.size(), expected_size);
+    int v = c.rank(), sum = 0;
+    ASSERT_TRUE(s.allreduce(&v, &sum, 1, DataType::int32, ReduceOp::sum).ok());
+    EXPECT_EQ(sum, c.rank() % 2 == 0 ? 0 + 2 + 4 : 1 + 3);
+    int top = c.rank();
+    ASSERT_TRUE(s.broadcast(&top, 1, DataType::int32, 0).ok());
+    EXPECT_EQ(top, c.rank() % 2 == 0 ? 4 : 3);  // key -rank: the highest rank is new rank 0
+    auto none = c.split(c.rank() == 0 ? -1 : 0, 0);
+    ASSERT_TRUE(none.ok());
+    EXPECT_EQ(none.value() == nullptr, c.rank() == 0);
+  });
+}
+
+TEST(Communicator, MismatchedCollectivesFailOnEveryRankNamingBothCalls) {
+  run_comm_ranks(3, test_options(), [](Communicator& c) {
+    std::vector<float> buf(100, 1.0f);
+    Status st = c.rank() == 1 ? c.broadcast(buf.data(), buf.size(), DataType::fp32, 0)
+                              : c.allreduce(buf.data(), buf.data(), buf.size(), DataType::fp32,
+                                            ReduceOp::sum);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.code(), ErrorCode::mismatch) << st.to_string();
+    EXPECT_NE(st.message().find("broadcast"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("allreduce"), std::string::npos) << st.message();
+    // The communicator stays broken with the same error.
+    EXPECT_FALSE(c.barrier().ok());
+  });
+}
+
+TEST(Communicator, MismatchedCountsFail) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    std::vector<int32_t> buf(200, 1);
+    size_t count = c.rank() == 0 ? 100 : 200;
+    Status st = c.allreduce(buf.data(), buf.data(), count, DataType::int32, ReduceOp::sum);
+    EXPECT_EQ(st.code(), ErrorCode::mismatch) << st.to_string();
+    EXPECT_NE(st.message().find("x 100"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("x 200"), std::string::npos) << st.message();
+  });
+}
+
+TEST(Communicator, MissingRankTimesOutNamingTheOperation) {
+  Options o = test_options();
+  o.timeout = std::chrono::milliseconds(1500);
+  std::atomic<bool> done{false};
+  run_comm_ranks(2, o, [&](Communicator& c) {
+    if (c.rank() == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // never called the collective
+    }
+    float v = 1;
+    auto t0 = Clock::now();
+    Status st = c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum);
+    auto waited = Clock::now() - t0;
+    done = true;
+    EXPECT_EQ(st.code(), ErrorCode::timeout) << st.to_string();
+    EXPECT_NE(st.message().find("allreduce #1"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("rank 1"), std::string::npos) << st.message();
+    EXPECT_GE(waited, std::chrono::milliseconds(1400));
+    EXPECT_LT(waited, std::chrono::seconds(15));
+  });
+}
+
+TEST(Communicator, AbortEndsThePeersPendingOperation) {
+  run_comm_ranks(3, test_options(), [](Communicator& c) {
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      c.abort("test abort");
+      EXPECT_EQ(c.barrier().code(), ErrorCode::aborted);
+      return;
+    }
+    auto t0 = Clock::now();
+    std::vector<float> buf(1000, 1.0f);
+    Status st = c.allreduce(buf.data(), buf.data(), buf.size(), DataType::fp32, ReduceOp::sum);
+    EXPECT_FALSE(st.ok());
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));  // far below the 60 s timeout
+    EXPECT_NE(st.message().find("rank 2"), std::string::npos) << st.message();
+  });
+}
+
+TEST(Communicator, BadArgumentsFailBeforeSendingAnything) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    float v = 0;
+    EXPECT_EQ(c.allreduce(nullptr, &v, 1, DataType::fp32, ReduceOp::sum).code(),
+              ErrorCode::invalid_argument);
+    Status st = c.broadcast(&v, 1, DataType::fp32, 7);
+    EXPECT_EQ(st.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(st.message().find("root 7"), std::string::npos) << st.message();
+    EXPECT_EQ(c.send(&v, 4, 9, 0).code(), ErrorCode::invalid_argument);
+    std::vector<size_t> counts(1, 1), displs(1, 0);  // wrong length for 2 ranks
+    EXPECT_EQ(c.allgatherv(&v, 1, &v, counts, displs, DataType::fp32).code(),
+              ErrorCode::invalid_argument);
+    // Nothing was sent: the communicator still works.
+    EXPECT_TRUE(c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum).ok());
+  });
+}
+
+}  // namespace
+}  // namespace weft

@@ -1,0 +1,67 @@
+// The pure parts of the launcher: rank placement and line relaying.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "tools/launcher/line_relay.h"
+#include "tools/launcher/rank_layout.h"
+
+namespace weft::launcher {
+namespace {
+
+TEST(RankLayoutTest, OneHostByDefault) {
+  auto p = place_ranks(3, "", "");
+  ASSERT_TRUE(p.ok());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(p.value()[r].rank, r);
+    EXPECT_EQ(p.value()[r].size, 3);
+    EXPECT_EQ(p.value()[r].local_rank, r);
+    EXPECT_EQ(p.value()[r].local_size, 3);
+    EXPECT_EQ(p.value()[r].host_id, "");
+  }
+  auto env = rank_environment(p.value()[1], "127.0.0.1:5");
+  EXPECT_EQ(env, (std::vector<std::string>{"WEFT_RANK=1", "WEFT_SIZE=3", "WEFT_LOCAL_RANK=1",
+                                           "WEFT_LOCAL_SIZE=3", "WEFT_STORE_ADDR=127.0.0.1:5"}));
+}
+
+TEST(RankLayoutTest, UnevenHosts) {
+  auto p = place_ranks(5, "", "x,y,x,x,y");
+  ASSERT_TRUE(p.ok());
+  std::vector<std::pair<int, int>> local;
+  for (const auto& r : p.value()) local.emplace_back(r.local_rank, r.local_size);
+  EXPECT_EQ(local, (std::vector<std::pair<int, int>>{{0, 3}, {0, 2}, {1, 3}, {2, 3}, {1, 2}}));
+  auto env = rank_environment(p.value()[4], "h:1");
+  EXPECT_EQ(env.back(), "WEFT_HOST_ID=y");
+}
+
+TEST(RankLayoutTest, RejectsBadInput) {
+  EXPECT_FALSE(place_ranks(0, "", "").ok());
+  EXPECT_FALSE(place_ranks(2, "a", "a,b").ok());
+  EXPECT_FALSE(place_ranks(2, "", "a").ok());
+  EXPECT_FALSE(place_ranks(2, "", "a,").ok());
+}
+
+std::string relay_through_pipe(int rank, const std::vector<std::string>& chunks) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  {
+    LineRelay relay(rank, fds[1]);
+    for (const auto& c : chunks) relay.feed(c);
+    relay.finish();
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, n);
+  ::close(fds[0]);
+  return out;
+}
+
+TEST(LineRelayTest, JoinsPartialLinesAndPrefixesEach) {
+  EXPECT_EQ(relay_through_pipe(7, {"he", "llo\nwor", "ld\n\nend"}),
+            "[7] hello\n[7] world\n[7] \n[7] end\n");
+  EXPECT_EQ(relay_through_pipe(0, {}), "");
+  EXPECT_EQ(relay_through_pipe(12, {"a\n"}), "[12] a\n");
+}
+
+}  // namespace
+}  // namespace weft::launcher

@@ -1,0 +1,157 @@
+// `weft run` end to end: real launcher, real child processes (small sh scripts).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <regex>
+#include <set>
+
+#include "process/tool_process.h"
+
+namespace weft::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+// `weft run -n N [extra...] sh -c SCRIPT`
+ToolResult run_sh(int n, const std::string& script, std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"run", "-n", std::to_string(n)};
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"sh", "-c", script});
+  return run_tool(args);
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(LauncherTest, SetsRankEnvironment) {
+  auto r = run_sh(3,
+                  "echo \"$WEFT_RANK $WEFT_SIZE $WEFT_LOCAL_RANK $WEFT_LOCAL_SIZE "
+                  "$WEFT_STORE_ADDR ${WEFT_HOST_ID-none}\"");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  std::regex pattern(R"(\[(\d)\] (\d) 3 (\d) 3 127\.0\.0\.1:(\d+) none)");
+  std::set<std::string> ranks, ports;
+  for (const auto& line : lines) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, pattern)) << line;
+    EXPECT_EQ(m[1], m[2]) << "prefix and WEFT_RANK differ: " << line;
+    EXPECT_EQ(m[2], m[3]) << "one host: local rank = rank: " << line;
+    ranks.insert(m[2]);
+    ports.insert(m[4]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(ports.size(), 1u) << "every rank must get the same store";
+}
+
+TEST(LauncherTest, HostIdsGiveLocalRanksPerHost) {
+  auto r = run_sh(4, "echo \"$WEFT_RANK $WEFT_HOST_ID $WEFT_LOCAL_RANK $WEFT_LOCAL_SIZE\"",
+                  {"--host-ids", "a,b,a,b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> lines;
+  for (const auto& l : r.out_lines()) lines.insert(l);
+  EXPECT_EQ(lines, (std::set<std::string>{"[0] 0 a 0 2", "[1] 1 b 0 2", "[2] 2 a 1 2",
+                                          "[3] 3 b 1 2"}));
+}
+
+TEST(LauncherTest, HostIdForEveryRank) {
+  auto r = run_sh(2, "echo \"$WEFT_HOST_ID\"", {"--host-id", "node7"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "[0] node7\n")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[1] node7\n")) << r.out;
+}
+
+TEST(LauncherTest, RejectsWrongNumberOfHostIds) {
+  auto r = run_sh(3, "true", {"--host-ids", "a,b"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "--host-ids names 2 hosts for 3 ranks")) << r.err;
+}
+
+TEST(LauncherTest, PrefixesEveryLineOfBothStreams) {
+  auto r = run_sh(2,
+                  "echo out1; echo err1 >&2; printf 'two\\nlines\\n'; "
+                  "head -c 100000 /dev/zero | tr '\\0' x; echo; printf no-newline");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const std::string rank : {"[0] ", "[1] "}) {
+    EXPECT_TRUE(contains(r.out, rank + "out1\n")) << r.out.substr(0, 400);
+    EXPECT_TRUE(contains(r.out, rank + "two\n" + rank + "lines\n"));
+    EXPECT_TRUE(contains(r.out, rank + std::string(100000, 'x') + "\n"));
+    EXPECT_TRUE(contains(r.out, rank + "no-newline\n")) << "partial line at exit is flushed";
+    EXPECT_TRUE(contains(r.err, rank + "err1\n")) << r.err;
+  }
+  for (const auto& line : r.out_lines()) {
+    EXPECT_TRUE(line.rfind("[0] ", 0) == 0 || line.rfind("[1] ", 0) == 0) << line.substr(0, 80);
+  }
+}
+
+TEST(LauncherTest, PassesArgumentsAfterDashDash) {
+  auto r = run_tool({"run", "-n", "1", "--", "sh", "-c", "echo \"$# $*\"", "sh", "-n", "3", "--"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[0] 3 -n 3 --\n");
+}
+
+TEST(LauncherTest, OneFailureStopsTheOthers) {
+  auto r = run_sh(3, "if [ $WEFT_RANK = 1 ]; then sleep 0.2; exit 3; fi; sleep 30");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_LT(r.elapsed, milliseconds(5000));
+  EXPECT_TRUE(contains(r.err, "rank 1: exit 3\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0: terminated by launcher after rank 1 failed")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 2: terminated by launcher after rank 1 failed")) << r.err;
+}
+
+TEST(LauncherTest, ReportsARankKilledBySignal) {
+  auto r = run_sh(3, "if [ $WEFT_RANK = 2 ]; then sleep 0.2; kill -9 $$; fi; sleep 30");
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL);
+  EXPECT_TRUE(contains(r.err, "rank 2: killed by signal 9 (SIGKILL)")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 0: terminated by launcher after rank 2 failed")) << r.err;
+}
+
+TEST(LauncherTest, KillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
+  auto r = run_sh(2,
+                  "trap '' TERM; if [ $WEFT_RANK = 0 ]; then sleep 0.2; exit 1; fi; "
+                  "while :; do sleep 0.1; done",
+                  {"--grace", "0.3"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_LT(r.elapsed, milliseconds(5000));
+  EXPECT_TRUE(contains(r.err, "rank 1: terminated by launcher after rank 0 failed: killed by "
+                              "signal 9 (SIGKILL)"))
+      << r.err;
+}
+
+TEST(LauncherTest, ForwardsSigintToEveryRank) {
+  ToolProcess p({"run", "-n", "3", "sh", "-c",
+                 "trap 'echo got-int; exit 0' INT; echo ready; sleep 30 & wait"});
+  ASSERT_TRUE(p.wait_for_lines("ready", 3));
+  ::kill(p.pid(), SIGINT);
+  auto r = p.finish();
+  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  for (const std::string rank : {"[0] ", "[1] ", "[2] "}) {
+    EXPECT_TRUE(contains(r.out, rank + "got-int\n")) << r.out;
+  }
+  EXPECT_TRUE(contains(r.err, "got SIGINT; forwarding it to all 3 ranks")) << r.err;
+}
+
+TEST(LauncherTest, TimeoutEndsTheJobWith124) {
+  auto r = run_sh(2, "sleep 30", {"--timeout", "0.5"});
+  EXPECT_EQ(r.exit_code, 124);
+  EXPECT_LT(r.elapsed, milliseconds(5000));
+  EXPECT_TRUE(contains(r.err, "rank 0: terminated by launcher after the 500 ms timeout")) << r.err;
+}
+
+TEST(LauncherTest, AllRanksMustSucceed) {
+  EXPECT_EQ(run_sh(4, "exit 0").exit_code, 0);
+  auto r = run_sh(2, "if [ $WEFT_RANK = 1 ]; then sleep 0.5; exit 1; fi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "rank 0: exit 0\n")) << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 1: exit 1\n")) << r.err;
+}
+
+TEST(LauncherTest, MissingProgramFailsWith127) {
+  auto r = run_tool({"run", "-n", "2", "/nonexistent/program"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_TRUE(contains(r.err, "posix_spawnp(/nonexistent/program)")) << r.err;
+}
+
+}  // namespace
+}  // namespace weft::test

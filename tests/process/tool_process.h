@@ -1,0 +1,50 @@
+// ToolProcess: runs the `weft` binary (path compiled in as WEFT_TOOL_PATH) as a child with its
+// stdout and stderr captured, for tests that drive `weft run` like a user would.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace weft::test {
+
+struct ToolResult {
+  int exit_code = -1;  // shell convention: 128 + signal when the tool itself was killed
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+
+  // Lines of `out` (without newlines).
+  std::vector<std::string> out_lines() const;
+};
+
+class ToolProcess {
+ public:
+  // Starts `weft ARGS...`.
+  explicit ToolProcess(const std::vector<std::string>& args);
+  ~ToolProcess();
+  ToolProcess(const ToolProcess&) = delete;
+  ToolProcess& operator=(const ToolProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  // Reads stdout until `count` lines containing `needle` arrived (or it ended); true if they did.
+  bool wait_for_lines(const std::string& needle, int count);
+  // Reads both streams to the end and reaps the tool.
+  ToolResult finish();
+
+ private:
+  bool read_some(int fd, std::string& into);  // false at end of stream
+
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  std::chrono::steady_clock::time_point started_;
+  ToolResult result_;
+};
+
+// Runs `weft ARGS...` to the end.
+ToolResult run_tool(const std::vector<std::string>& args);
+
+}  // namespace weft::test

@@ -1,0 +1,345 @@
+#include "tools/launcher/job.h"
+
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "tools/launcher/job_report.h"
+#include "tools/launcher/line_relay.h"
+#include "tools/launcher/rank_process.h"
+#include "tools/launcher/signal_block.h"
+#include "weft/store.h"
+
+extern char** environ;
+
+namespace weft::launcher {
+
+namespace {
+
+// epoll user data: what became ready (high 32 bits) and for which rank (low 32 bits).
+enum class Source : uint32_t { signal, job_timer, grace_timer, exited, out, err };
+
+uint64_t tag(Source s, int rank = 0) {
+  return (static_cast<uint64_t>(s) << 32) | static_cast<uint32_t>(rank);
+}
+
+struct RankSlot {
+  std::optional<RankProcess> process;  // empty until started (or if starting it failed)
+  std::unique_ptr<LineRelay> out;
+  std::unique_ptr<LineRelay> err;
+  RankOutcome outcome;
+};
+
+class JobRunner {
+ public:
+  explicit JobRunner(const JobSpec& spec) : spec_(spec), slots_(spec.ranks.size()) {}
+  int run();
+
+ private:
+  Status set_up();
+  Status add_watch(int fd, uint64_t data);
+  Status arm(Fd& timer, std::chrono::milliseconds after);
+  Status start_ranks(const std::string& store_addr);
+  void handle(uint64_t data);
+  void read_pipe(int rank, Source which, bool until_drained);
+  void on_exited(int rank);
+  void on_signal();
+  void end_job(EndCause cause, int detail);
+  void kill_survivors();
+  int exit_code() const;
+
+  const JobSpec& spec_;
+  std::vector<RankSlot> slots_;
+  SignalBlock signals_;
+  Fd epoll_;
+  Fd signal_fd_;
+  Fd job_timer_;
+  Fd grace_timer_;
+  std::unique_ptr<TcpStoreServer> store_;
+  int running_ = 0;
+  JobEnd end_;
+  std::vector<char> buffer_ = std::vector<char>(64 * 1024);
+};
+
+// A timerfd stays readable until its expiration count is read.
+void consume_expirations(Fd& timer) {
+  uint64_t expirations;
+  while (::read(timer.get(), &expirations, sizeof expirations) < 0 && errno == EINTR) {
+  }
+}
+
+void print_error(std::string_view what) {
+  std::string line = "weft run: " + std::string(what) + "\n";
+  write_all(STDERR_FILENO, line);
+}
+
+Status JobRunner::add_watch(int fd, uint64_t data) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = data;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) return errno_status("epoll_ctl(ADD)");
+  return Status::success();
+}
+
+Status JobRunner::arm(Fd& timer, std::chrono::milliseconds after) {
+  itimerspec spec{};
+  spec.it_value.tv_sec = after.count() / 1000;
+  spec.it_value.tv_nsec = (after.count() % 1000) * 1000000L;
+  if (after.count() <= 0) spec.it_value.tv_nsec = 1;  // zero would disarm
+  if (::timerfd_settime(timer.get(), 0, &spec, nullptr) != 0) {
+    return errno_status("timerfd_settime");
+  }
+  return Status::success();
+}
+
+Status JobRunner::set_up() {
+  epoll_ = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll_.valid()) return errno_status("epoll_create1");
+  signal_fd_ = Fd(::signalfd(-1, &signals_.blocked(), SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!signal_fd_.valid()) return errno_status("signalfd");
+  WEFT_RETURN_IF_ERROR(add_watch(signal_fd_.get(), tag(Source::signal)));
+  for (Fd* timer : {&job_timer_, &grace_timer_}) {
+    *timer = Fd(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!timer->valid()) return errno_status("timerfd_create");
+  }
+  WEFT_RETURN_IF_ERROR(add_watch(job_timer_.get(), tag(Source::job_timer)));
+  WEFT_RETURN_IF_ERROR(add_watch(grace_timer_.get(), tag(Source::grace_timer)));
+  if (spec_.timeout.count() > 0) WEFT_RETURN_IF_ERROR(arm(job_timer_, spec_.timeout));
+  return Status::success();
+}
+
+// The inherited environment minus the variables every rank gets its own value of.
+std::vector<std::string> base_environment(const std::vector<std::string>& overridden) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view entry(*e);
+    std::string_view name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& o : overridden) {
+      if (std::string_view(o).substr(0, o.find('=')) == name) replaced = true;
+    }
+    if (!replaced) env.emplace_back(entry);
+  }
+  return env;
+}
+
+Status JobRunner::start_ranks(const std::string& store_addr) {
+  for (size_t r = 0; r < slots_.size(); ++r) {
+    int rank = static_cast<int>(r);
+    SpawnRequest request;
+    request.argv = spec_.command;
+    std::vector<std::string> own = rank_environment(spec_.ranks[r], store_addr);
+    request.env = base_environment(own);
+    request.env.insert(request.env.end(), own.begin(), own.end());
+    request.inherit_stdin = rank == 0;
+    request.signal_mask = signals_.old_mask();
+    request.default_signals = signals_.child_defaults();
+    Result<RankProcess> process = RankProcess::spawn(request);
+    if (!process.ok()) return process.status().with_context("rank " + std::to_string(rank));
+    RankSlot& slot = slots_[r];
+    slot.process.emplace(std::move(process).value());
+    slot.outcome.started = true;
+    slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
+    slot.err = std::make_unique<LineRelay>(rank, STDERR_FILENO);
+    ++running_;
+    WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::exited, rank)));
+    WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::out, rank)));
+    WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::err, rank)));
+  }
+  return Status::success();
+}
+
+int JobRunner::run() {
+  Status st = set_up();
+  if (!st.ok()) {
+    print_error(st.to_string());
+    return kLauncherErrorExitCode;
+  }
+  auto server = TcpStoreServer::start("127.0.0.1", 0);
+  if (!server.ok()) {
+    print_error("cannot start the rendezvous store: " + server.status().to_string());
+    return kLauncherErrorExitCode;
+  }
+  store_ = std::move(server).value();
+  st = start_ranks("127.0.0.1:" + std::to_string(store_->port()));
+  if (!st.ok()) {
+    print_error(st.to_string());
+    end_job(EndCause::start_failed, 0);
+  }
+
+  epoll_event events[64];
+  while (running_ > 0) {
+    int n = ::epoll_wait(epoll_.get(), events, 64, -1);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      print_error(errno_status("epoll_wait").to_string() + "; killing every rank");
+      kill_survivors();
+      for (size_t r = 0; r < slots_.size(); ++r) {
+        if (slots_[r].process && !slots_[r].process->reaped()) on_exited(static_cast<int>(r));
+      }
+      break;
+    }
+    for (int i = 0; i < n; ++i) handle(events[i].data.u64);
+  }
+  int code = exit_code();
+  if (code != 0 || spec_.summary_always) {
+    std::vector<RankOutcome> outcomes;
+    for (const auto& slot : slots_) outcomes.push_back(slot.outcome);
+    write_all(STDERR_FILENO, format_summary(outcomes, end_));
+  }
+  return code;
+}
+
+void JobRunner::handle(uint64_t data) {
+  auto source = static_cast<Source>(data >> 32);
+  int rank = static_cast<int>(data & 0xffffffffu);
+  switch (source) {
+    case Source::signal:
+      on_signal();
+      break;
+    case Source::job_timer:
+      consume_expirations(job_timer_);
+      if (end_.cause == EndCause::none) end_job(EndCause::timeout, 0);
+      break;
+    case Source::grace_timer:
+      consume_expirations(grace_timer_);
+      print_error("ranks still running " + std::to_string(spec_.grace.count()) +
+                  " ms after the signal: sending SIGKILL");
+      kill_survivors();
+      break;
+    case Source::exited:
+      on_exited(rank);
+      break;
+    case Source::out:
+    case Source::err:
+      read_pipe(rank, source, false);
+      break;
+  }
+}
+
+// Reads what the pipe holds now. Without `until_drained`, a bounded amount, so one chatty rank
+// cannot starve the others (epoll reports the rest again).
+void JobRunner::read_pipe(int rank, Source which, bool until_drained) {
+  RankSlot& slot = slots_[static_cast<size_t>(rank)];
+  Fd& fd = which == Source::out ? slot.process->stdout_pipe() : slot.process->stderr_pipe();
+  LineRelay& relay = which == Source::out ? *slot.out : *slot.err;
+  for (int reads = 0; fd.valid() && (until_drained || reads < 16); ++reads) {
+    ssize_t n = ::read(fd.get(), buffer_.data(), buffer_.size());
+    if (n > 0) {
+      relay.feed(std::string_view(buffer_.data(), static_cast<size_t>(n)));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n < 0) print_error(errno_status("read(rank " + std::to_string(rank) + " output)").to_string());
+    relay.finish();  // end of stream (or a read error): flush the partial line, stop watching
+    fd.reset();      // closing removes it from the epoll set
+  }
+}
+
+void JobRunner::on_exited(int rank) {
+  RankSlot& slot = slots_[static_cast<size_t>(rank)];
+  if (slot.process->reaped()) return;  // reaped earlier in this batch of events
+  auto reaped = slot.process->try_reap();
+  if (!reaped.ok()) {
+    print_error(reaped.status().to_string());
+    return;
+  }
+  if (!reaped.value()) return;  // not exited after all
+  // Everything the rank wrote is in the pipes by now; take it, then stop reading: a helper it
+  // left behind could hold the pipes open forever.
+  for (Source s : {Source::out, Source::err}) {
+    read_pipe(rank, s, true);
+    (s == Source::out ? *slot.out : *slot.err).finish();
+    (s == Source::out ? slot.process->stdout_pipe() : slot.process->stderr_pipe()).reset();
+  }
+  slot.outcome.exit = *reaped.value();
+  --running_;
+  if (!slot.outcome.exit->success() && end_.cause == EndCause::none) {
+    end_job(EndCause::rank_failed, rank);
+  }
+}
+
+void JobRunner::on_signal() {
+  signalfd_siginfo info;
+  while (::read(signal_fd_.get(), &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    int sig = static_cast<int>(info.ssi_signo);
+    if (end_.cause == EndCause::none) {
+      end_job(EndCause::signal, sig);
+    } else {
+      print_error("second signal: killing every rank now");
+      kill_survivors();
+    }
+  }
+}
+
+void JobRunner::end_job(EndCause cause, int detail) {
+  end_.cause = cause;
+  end_.detail = detail;
+  end_.timeout = spec_.timeout;
+  // Ranks that already exited on their own keep their own outcome.
+  for (size_t r = 0; r < slots_.size(); ++r) {
+    if (slots_[r].process && !slots_[r].process->reaped()) on_exited(static_cast<int>(r));
+  }
+  int sig = cause == EndCause::signal ? detail : SIGTERM;
+  int stopped = 0;
+  for (auto& slot : slots_) {
+    if (!slot.process || slot.process->reaped()) continue;
+    slot.process->signal_group(sig);
+    slot.outcome.stopped_by_launcher = true;
+    ++stopped;
+  }
+  std::string failure;
+  if (cause == EndCause::rank_failed) {
+    failure = slots_[static_cast<size_t>(detail)].outcome.exit->describe();
+  }
+  print_error(describe_end(end_, slots_.size(), stopped, failure));
+  if (stopped > 0) {
+    Status st = arm(grace_timer_, spec_.grace);
+    if (!st.ok()) {
+      print_error(st.to_string());
+      kill_survivors();
+    }
+  }
+}
+
+void JobRunner::kill_survivors() {
+  for (auto& slot : slots_) {
+    if (slot.process && !slot.process->reaped()) {
+      slot.process->signal_group(SIGKILL);
+      slot.outcome.stopped_by_launcher = true;
+    }
+  }
+}
+
+int JobRunner::exit_code() const {
+  switch (end_.cause) {
+    case EndCause::none:
+      return 0;
+    case EndCause::timeout:
+      return kTimeoutExitCode;
+    case EndCause::signal:
+      return 128 + end_.detail;
+    case EndCause::start_failed:
+      return kSpawnFailedExitCode;
+    case EndCause::rank_failed:
+      return slots_[static_cast<size_t>(end_.detail)].outcome.exit->shell_code();
+  }
+  return kLauncherErrorExitCode;
+}
+
+}  // namespace
+
+int run_job(const JobSpec& spec) {
+  JobRunner runner(spec);
+  return runner.run();
+}
+
+}  // namespace weft::launcher
