@@ -32,7 +32,7 @@ Status sit_out(Context& ctx, const CollectiveArgs& args) {
   return ctx.wait_all(hs);
 }
 
-// Folded-in odd rank: recv = send OP partner's input. Returns the buffer that now holds the input.
+// Folded-in odd rank: recv = send OP the partner's input.
 Status fold_in(Context& ctx, const CollectiveArgs& args, std::byte* tmp) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(ctx.recv(ctx.rank() - 1, kFoldSlot, tmp, bytes));

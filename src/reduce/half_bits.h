@@ -41,7 +41,7 @@ inline uint16_t float_to_half_bits(float f) {
     return static_cast<uint16_t>(sign | 0x7e00u | ((x >> 13) & 0x3ffu));
   }
   if (x >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity
-  if (x >= 0x38800000u) {                         // normal fp16 (>= 2^-14)
+  if (x >= 0x38800000u) {                       // normal fp16 (>= 2^-14)
     const uint32_t odd = (x >> 13) & 1u;
     x += 0xc8000000u + 0xfffu + odd;  // rebias exponent by -112, round to nearest even
     return static_cast<uint16_t>(sign | (x >> 13));
@@ -58,7 +58,9 @@ inline uint16_t float_to_half_bits(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16_bits_to_float(uint16_t b) { return f32_from_bits(static_cast<uint32_t>(b) << 16); }
+inline float bf16_bits_to_float(uint16_t b) {
+  return f32_from_bits(static_cast<uint32_t>(b) << 16);
+}
 
 // Written without branches so that loops over it vectorise.
 inline uint16_t float_to_bf16_bits(float f) {

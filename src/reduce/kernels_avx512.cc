@@ -45,8 +45,7 @@ struct F16c512Conv {
       alignas(64) float f[16] = {};
       alignas(32) unsigned char h[32];
       __builtin_memcpy(f, in + i, 4 * (n - i));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(h),
-                         cvt_to_f16(_mm512_load_ps(f)));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(h), cvt_to_f16(_mm512_load_ps(f)));
       __builtin_memcpy(p + 2 * i, h, 2 * (n - i));
     }
   }

@@ -1,8 +1,15 @@
 // Reduction kernels: dst[i] = dst[i] OP src[i] for every dtype x op, vectorised.
 //
 // fp16 and bf16 are converted to fp32, combined, and rounded back to nearest-even. avg is not an
-// elementwise op: reduce with sum (reduce_op_for_avg) and call scale_for_avg once on the final
+// elementwise op: the kernels sum for it, and the caller runs scale_for_avg once on the final
 // result. Buffers may be unaligned; dst and src must not overlap unless they are equal.
+//
+// Semantics, identical on every CPU (the kernel table is picked at run time, see kernel_table.h):
+// - integer sum and prod wrap modulo 2^bits; integer avg (scale_for_avg) truncates toward zero;
+// - floating min/max propagate NaN: if either input is NaN the result is NaN. Otherwise the
+//   smaller/larger input; on a tie (including -0 vs +0) the result is the second operand (src, b);
+// - floating sum/prod are single IEEE operations (no FMA, no reassociation), so every rank that
+//   reduces the same inputs in the same order gets the same bits.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,6 @@
 #include "rendezvous/bootstrap.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <climits>
 #include <optional>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "rendezvous/socket_util.h"
 
@@ -95,8 +94,7 @@ Status parse_store_addr(const Env& env, const std::string& name, Draft* d) {
       host = v.substr(1, close - 1);
       port = v.substr(close + 2);
     }
-  } else if (auto colon = v.rfind(':'); colon != std::string::npos &&
-                                        v.find(':') == colon) {
+  } else if (auto colon = v.rfind(':'); colon != std::string::npos && v.find(':') == colon) {
     host = v.substr(0, colon);
     port = v.substr(colon + 1);
   }
@@ -133,8 +131,12 @@ Status rank0_store(const Env& env, const std::string& launcher, Draft* d) {
 }
 
 Status from_weft(const Env& env, Draft* d) {
-  d->rule = env.has("WEFT_LOCAL_RANK") && env.has("WEFT_LOCAL_SIZE") ? "weft run"
-                                                                       : "WEFT_* variables";
+  d->rule =
+      env.has("WEFT_LOCAL_RANK") && env.has("WEFT_LOCAL_SIZE") ? "weft run" : "WEFT_* variables";
+  WEFT_RETURN_IF_ERROR(env.read_int("WEFT_RANK", 0, &d->rank));
+  WEFT_RETURN_IF_ERROR(env.read_int("WEFT_SIZE", 1, &d->size));
+  WEFT_RETURN_IF_ERROR(env.read_int("WEFT_LOCAL_RANK", 0, &d->local_rank));
+  WEFT_RETURN_IF_ERROR(env.read_int("WEFT_LOCAL_SIZE", 1, &d->local_size));
   d->rank0_hosts = false;  // `weft run` (or a standalone `weft store`) already serves it
   return parse_store_addr(env, "WEFT_STORE_ADDR", d);
 }
@@ -152,8 +154,8 @@ Status from_torchrun(const Env& env, Draft* d) {
   if (!port.ok()) return port.status();
   d->host = *env.find("MASTER_ADDR");
   d->rank0_hosts = true;
-  std::string agent = env.has("TORCHELASTIC_USE_AGENT_STORE")
-                          ? *env.find("TORCHELASTIC_USE_AGENT_STORE") : "";
+  std::string agent =
+      env.has("TORCHELASTIC_USE_AGENT_STORE") ? *env.find("TORCHELASTIC_USE_AGENT_STORE") : "";
   std::transform(agent.begin(), agent.end(), agent.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (agent == "true" || agent == "1") {
@@ -220,8 +222,8 @@ Status apply_overrides(const Env& env, Draft* d, std::vector<std::string>* used)
 
 Status validate(const Draft& d) {
   if (d.rank.value >= d.size.value) {
-    return bad(fmt::format("{} but {} (ranks are 0..{})", d.rank.show(), d.size.show(),
-                           d.size.value - 1));
+    return bad(
+        fmt::format("{} but {} (ranks are 0..{})", d.rank.show(), d.size.show(), d.size.value - 1));
   }
   if (d.local_rank.set() && d.local_size.set() && d.local_rank.value >= d.local_size.value) {
     return bad(fmt::format("{} but {}", d.local_rank.show(), d.local_size.show()));
@@ -272,12 +274,14 @@ Result<LaunchInfo> detect_launch(const EnvMap& env_map) {
     if (!weft_rank) missing.push_back("WEFT_RANK");
     if (!weft_size) missing.push_back("WEFT_SIZE");
     if (!weft_addr) missing.push_back("WEFT_STORE_ADDR");
-    return bad(fmt::format("incomplete WEFT_* environment: {} not set (WEFT_RANK, WEFT_SIZE and "
-                           "WEFT_STORE_ADDR go together outside a launcher)",
-                           fmt::join(missing, " and ")));
+    return bad(
+        fmt::format("incomplete WEFT_* environment: {} not set (WEFT_RANK, WEFT_SIZE and "
+                    "WEFT_STORE_ADDR go together outside a launcher)",
+                    fmt::join(missing, " and ")));
   } else {
-    return bad("no launcher environment found: set WEFT_RANK/WEFT_SIZE/WEFT_STORE_ADDR or run "
-               "under weft run, torchrun, mpirun or srun");
+    return bad(
+        "no launcher environment found: set WEFT_RANK/WEFT_SIZE/WEFT_STORE_ADDR or run "
+        "under weft run, torchrun, mpirun or srun");
   }
   if (!s.ok()) return s;
 
@@ -301,7 +305,8 @@ Result<LaunchInfo> detect_launch(const EnvMap& env_map) {
   }
   if (const std::string* v = env.find("WEFT_HOST_ID")) info.host_id = *v;
   info.rule = d.rule;
-  if (!overrides.empty()) info.rule += fmt::format("; overridden by {}", fmt::join(overrides, ", "));
+  if (!overrides.empty())
+    info.rule += fmt::format("; overridden by {}", fmt::join(overrides, ", "));
   return info;
 }
 
@@ -313,17 +318,16 @@ Result<std::shared_ptr<Store>> open_launch_store(const LaunchInfo& info,
     return bad(fmt::format("{}: no store address ({})", who, info.rule));
   }
   if (!info.host_store) {
-    Result<std::shared_ptr<Store>> store = connect_tcp_store(info.store_host, info.store_port,
-                                                             timeout);
+    Result<std::shared_ptr<Store>> store =
+        connect_tcp_store(info.store_host, info.store_port, timeout);
     if (!store.ok()) {
-      return store.status().with_context(fmt::format("{}: cannot reach the weft store ({})", who,
-                                                     info.rule));
+      return store.status().with_context(
+          fmt::format("{}: cannot reach the weft store ({})", who, info.rule));
     }
     return store;
   }
   if (server_out == nullptr) {
-    return bad(fmt::format("{}: must host the weft store but got nowhere to keep the server",
-                           who));
+    return bad(fmt::format("{}: must host the weft store but got nowhere to keep the server", who));
   }
   // Listen on every address: store_host names this machine as the other ranks see it.
   Result<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start("", info.store_port);

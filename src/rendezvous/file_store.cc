@@ -9,6 +9,7 @@
 #include "rendezvous/file_store.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,8 +20,6 @@
 #include <filesystem>
 #include <optional>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "base/fd.h"
 #include "rendezvous/store_common.h"
@@ -84,8 +83,8 @@ class FileStore final : public Store {
       auto now = StoreClock::now();
       if (now >= deadline) {
         return Status(ErrorCode::timeout,
-                      fmt::format("file store {}: get({}) timed out after {}", dir_, quote_key(key),
-                                  format_ms(clamp_timeout(timeout))));
+                      fmt::format("file store {}: get({}): timed out after {}", dir_,
+                                  quote_key(key), format_ms(clamp_timeout(timeout))));
       }
       std::this_thread::sleep_for(std::min<StoreClock::duration>(sleep, deadline - now));
       sleep = std::min(sleep * 2, kPollMax);
@@ -115,7 +114,7 @@ class FileStore final : public Store {
       auto now = StoreClock::now();
       if (now >= deadline) {
         return Status(ErrorCode::timeout,
-                      fmt::format("file store {}: wait({}) timed out after {}", dir_,
+                      fmt::format("file store {}: wait({}): timed out after {}", dir_,
                                   quote_keys(keys), format_ms(clamp_timeout(timeout))));
       }
       std::this_thread::sleep_for(std::min<StoreClock::duration>(sleep, deadline - now));
@@ -254,9 +253,8 @@ Result<std::shared_ptr<Store>> make_file_store(const std::string& directory) {
   std::error_code ec;
   std::filesystem::create_directories(directory, ec);
   if (ec) {
-    return Status(ErrorCode::io,
-                  fmt::format("file store: cannot create directory '{}': {}", directory,
-                              ec.message()));
+    return Status(ErrorCode::io, fmt::format("file store: cannot create directory '{}': {}",
+                                             directory, ec.message()));
   }
   if (!std::filesystem::is_directory(directory, ec)) {
     return Status(ErrorCode::invalid_argument,

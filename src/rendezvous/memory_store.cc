@@ -1,10 +1,10 @@
 // In-memory Store: one map under one mutex; waiters sleep on a condition variable that every
 // set() wakes. For ranks that are threads of one process (tests, the multirank suites).
+#include <fmt/format.h>
+
 #include <condition_variable>
 #include <map>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "rendezvous/store_common.h"
 #include "weft/store.h"
@@ -33,7 +33,7 @@ class MemoryStore final : public Store {
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
           data_.find(key) == data_.end()) {
         return Status(ErrorCode::timeout,
-                      fmt::format("memory store: get({}) timed out after {}", quote_key(key),
+                      fmt::format("memory store: get({}): timed out after {}", quote_key(key),
                                   format_ms(clamp_timeout(timeout))));
       }
     }
@@ -45,7 +45,8 @@ class MemoryStore final : public Store {
       std::lock_guard lock(mu_);
       auto it = data_.find(key);
       Bytes next;
-      Result<int64_t> r = add_to_value(key, it == data_.end() ? nullptr : &it->second, delta, &next);
+      Result<int64_t> r =
+          add_to_value(key, it == data_.end() ? nullptr : &it->second, delta, &next);
       if (!r.ok()) return r.status().with_context("memory store");
       sum = r.value();
       if (it == data_.end()) {
@@ -65,7 +66,7 @@ class MemoryStore final : public Store {
       return Status::success();
     }
     return Status(ErrorCode::timeout,
-                  fmt::format("memory store: wait({}) timed out after {}", quote_keys(keys),
+                  fmt::format("memory store: wait({}): timed out after {}", quote_keys(keys),
                               format_ms(clamp_timeout(timeout))));
   }
 
@@ -90,7 +91,7 @@ class MemoryStore final : public Store {
   }
 
   std::mutex mu_;
-  std::condition_variable cv_;                        // signalled after every change of data_
+  std::condition_variable cv_;                      // signalled after every change of data_
   std::map<std::string, Bytes, std::less<>> data_;  // guarded by mu_
 };
 

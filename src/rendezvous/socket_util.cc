@@ -1,6 +1,7 @@
 #include "rendezvous/socket_util.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -9,8 +10,6 @@
 
 #include <cerrno>
 #include <cstring>
-
-#include <fmt/format.h>
 
 namespace weft {
 namespace {
@@ -52,9 +51,9 @@ Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfo* o
   std::string service = std::to_string(port);
   int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &out->list);
   if (rc != 0) {
-    return Status(ErrorCode::io, fmt::format("cannot resolve '{}': {}", host,
-                                             rc == EAI_SYSTEM ? std::strerror(errno)
-                                                              : ::gai_strerror(rc)));
+    return Status(ErrorCode::io,
+                  fmt::format("cannot resolve '{}': {}", host,
+                              rc == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(rc)));
   }
   return Status::success();
 }
@@ -181,7 +180,8 @@ Status send_all(int fd, const uint8_t* data, size_t n, SocketClock::time_point d
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       WEFT_RETURN_IF_ERROR(wait_ready(fd, POLLOUT, deadline));
     } else if (k < 0 && (errno == EPIPE || errno == ECONNRESET)) {
-      return Status(ErrorCode::peer_lost, std::string("connection closed: ") + std::strerror(errno));
+      return Status(ErrorCode::peer_lost,
+                    std::string("connection closed: ") + std::strerror(errno));
     } else if (k < 0 && errno != EINTR) {
       return errno_status("send");
     }

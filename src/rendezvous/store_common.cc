@@ -1,28 +1,28 @@
 #include "rendezvous/store_common.h"
 
-#include <charconv>
-
 #include <fmt/format.h>
+
+#include <charconv>
 
 namespace weft {
 
-Result<int64_t> add_to_value(std::string_view key, const Bytes* current, int64_t delta, Bytes* out) {
+Result<int64_t> add_to_value(std::string_view key, const Bytes* current, int64_t delta,
+                             Bytes* out) {
   int64_t value = 0;
   if (current != nullptr) {
     const char* first = reinterpret_cast<const char*>(current->data());
     const char* last = first + current->size();
     auto [ptr, ec] = std::from_chars(first, last, value);
     if (current->empty() || ec != std::errc() || ptr != last) {
-      return Status(ErrorCode::invalid_argument,
-                    fmt::format("add({}): the stored value is not a decimal integer",
-                                quote_key(key)));
+      return Status(
+          ErrorCode::invalid_argument,
+          fmt::format("add({}): the stored value is not a decimal integer", quote_key(key)));
     }
   }
   int64_t sum = 0;
   if (__builtin_add_overflow(value, delta, &sum)) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("add({}, {}): {} + {} overflows int64", quote_key(key), delta,
-                              value, delta));
+    return Status(ErrorCode::invalid_argument, fmt::format("add({}, {}): {} + {} overflows int64",
+                                                           quote_key(key), delta, value, delta));
   }
   std::string text = std::to_string(sum);
   out->assign(text.begin(), text.end());

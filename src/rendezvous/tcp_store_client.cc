@@ -7,11 +7,11 @@
 // next call opens a fresh one, retrying until its deadline (the server may be starting or
 // restarting). Waiting calls send their timeout to the server, which answers "timeout" itself;
 // the client waits kReplyGrace longer before it gives up on a silent server.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "rendezvous/socket_util.h"
 #include "rendezvous/store_common.h"
@@ -35,7 +35,9 @@ constexpr size_t kMaxIdleConnections = 8;
 class TcpStoreClient final : public Store {
  public:
   TcpStoreClient(std::string host, uint16_t port, milliseconds default_timeout)
-      : host_(std::move(host)), port_(port), where_(host_port(host_, port)),
+      : host_(std::move(host)),
+        port_(port),
+        where_(host_port(host_, port)),
         default_timeout_(clamp_timeout(default_timeout)) {}
 
   // Opens the first connection (retrying until the deadline) and keeps it in the pool.
@@ -106,7 +108,8 @@ class TcpStoreClient final : public Store {
  private:
   // "tcp store host:port: get('key'): <message>"
   Status in_context(const Status& s, const Request& req, const std::string& what) const {
-    return s.with_context(fmt::format("tcp store {}: {}({})", where_, to_string(req.command), what));
+    return s.with_context(
+        fmt::format("tcp store {}: {}({})", where_, to_string(req.command), what));
   }
 
   // Count, per-key and whole-frame limits of a wait or check.
@@ -135,7 +138,8 @@ class TcpStoreClient final : public Store {
     Result<Fd> fd = take_connection(connect_deadline);
     if (!fd.ok()) return in_context(fd.status(), req, what);
     if (waits) {
-      auto left = std::chrono::duration_cast<milliseconds>(deadline - StoreClock::now());
+      // Rounded up: the server must not give up before this call's deadline.
+      auto left = std::chrono::ceil<milliseconds>(deadline - StoreClock::now());
       req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(0, left.count()));
     }
     Bytes frame = encode_request(req);

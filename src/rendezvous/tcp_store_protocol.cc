@@ -91,8 +91,8 @@ Status read_keys(Reader& r, std::vector<std::string>* keys) {
   uint32_t count = 0;
   if (!r.u32(&count)) return protocol_error("truncated key count");
   if (count > kMaxKeysPerRequest) {
-    return protocol_error(fmt::format("{} keys in one request (limit {})", count,
-                                      kMaxKeysPerRequest));
+    return protocol_error(
+        fmt::format("{} keys in one request (limit {})", count, kMaxKeysPerRequest));
   }
   // Every key takes at least its 4-byte length, so this bounds the reservation by real bytes.
   if (r.remaining() / 4 < count) return protocol_error("truncated key list");
@@ -112,8 +112,8 @@ Status parse_request_payload(std::span<const uint8_t> payload, Request* req) {
     case Command::ping:
       if (!r.u32(&req->magic) || !r.u32(&req->version)) return protocol_error("truncated ping");
       if (req->magic != kMagic) {
-        return protocol_error(fmt::format("bad magic {:#010x} (not a weft store client)",
-                                          req->magic));
+        return protocol_error(
+            fmt::format("bad magic {:#010x} (not a weft store client)", req->magic));
       }
       break;
     case Command::set:
@@ -141,8 +141,8 @@ Status parse_request_payload(std::span<const uint8_t> payload, Request* req) {
       break;
   }
   if (r.remaining() != 0) {
-    return protocol_error(fmt::format("{} trailing bytes after {} request", r.remaining(),
-                                      to_string(req->command)));
+    return protocol_error(
+        fmt::format("{} trailing bytes after {} request", r.remaining(), to_string(req->command)));
   }
   return Status::success();
 }
@@ -151,13 +151,20 @@ Status parse_request_payload(std::span<const uint8_t> payload, Request* req) {
 
 const char* to_string(Command c) {
   switch (c) {
-    case Command::ping: return "ping";
-    case Command::set: return "set";
-    case Command::get: return "get";
-    case Command::add: return "add";
-    case Command::wait: return "wait";
-    case Command::check: return "check";
-    case Command::erase: return "erase";
+    case Command::ping:
+      return "ping";
+    case Command::set:
+      return "set";
+    case Command::get:
+      return "get";
+    case Command::add:
+      return "add";
+    case Command::wait:
+      return "wait";
+    case Command::check:
+      return "check";
+    case Command::erase:
+      return "erase";
   }
   return "unknown";
 }
@@ -180,9 +187,9 @@ Status check_key(std::string_view key) {
 
 Status check_value_size(size_t size) {
   if (size <= kMaxValueBytes) return Status::success();
-  return Status(ErrorCode::invalid_argument,
-                fmt::format("value of {} bytes; the tcp store allows at most {}", size,
-                            kMaxValueBytes));
+  return Status(
+      ErrorCode::invalid_argument,
+      fmt::format("value of {} bytes; the tcp store allows at most {}", size, kMaxValueBytes));
 }
 
 Status check_key_count(size_t count) {
@@ -233,13 +240,22 @@ Bytes encode_reply(Command command, const Reply& reply) {
     w.bytes(std::string_view(reply.message).substr(0, kMaxMessageBytes));
   } else if (reply.code == ReplyCode::ok) {
     switch (command) {
-      case Command::ping: w.u32(static_cast<uint32_t>(reply.integer)); break;
-      case Command::get: w.bytes(reply.value); break;
-      case Command::add: w.u64(static_cast<uint64_t>(reply.integer)); break;
-      case Command::check: w.u8(reply.flag ? 1 : 0); break;
+      case Command::ping:
+        w.u32(static_cast<uint32_t>(reply.integer));
+        break;
+      case Command::get:
+        w.bytes(reply.value);
+        break;
+      case Command::add:
+        w.u64(static_cast<uint64_t>(reply.integer));
+        break;
+      case Command::check:
+        w.u8(reply.flag ? 1 : 0);
+        break;
       case Command::set:
       case Command::wait:
-      case Command::erase: break;
+      case Command::erase:
+        break;
     }
   }
   return w.finish();
@@ -313,14 +329,15 @@ Result<Reply> decode_reply(Command command, std::span<const uint8_t> payload) {
         break;
       case Command::set:
       case Command::wait:
-      case Command::erase: break;
+      case Command::erase:
+        break;
     }
   } else {
     return protocol_error(fmt::format("unknown reply code {}", code));
   }
   if (r.remaining() != 0) {
-    return protocol_error(fmt::format("{} trailing bytes in {} reply", r.remaining(),
-                                      to_string(command)));
+    return protocol_error(
+        fmt::format("{} trailing bytes in {} reply", r.remaining(), to_string(command)));
   }
   return reply;
 }

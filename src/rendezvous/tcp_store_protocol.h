@@ -19,7 +19,7 @@
 
 namespace weft::tcp_store {
 
-inline constexpr uint32_t kMagic = 0x54464557;  // "WEFT" on the wire
+inline constexpr uint32_t kMagic = 0x52545357;  // "WSTR" on the wire (the transport uses "WEFT")
 inline constexpr uint32_t kVersion = 1;
 inline constexpr size_t kMaxKeyBytes = 4096;
 inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
@@ -32,29 +32,37 @@ inline constexpr size_t kMaxPayloadBytes = 1 + 4 + kMaxKeyBytes + 4 + kMaxValueB
 // The server caps waiting timeouts here (a week), so deadlines cannot overflow.
 inline constexpr uint64_t kMaxTimeoutMs = uint64_t{7} * 24 * 3600 * 1000;
 
-enum class Command : uint8_t { ping = 1, set = 2, get = 3, add = 4, wait = 5, check = 6, erase = 7 };
+enum class Command : uint8_t {
+  ping = 1,
+  set = 2,
+  get = 3,
+  add = 4,
+  wait = 5,
+  check = 6,
+  erase = 7
+};
 const char* to_string(Command c);
 
 struct Request {
   Command command = Command::ping;
-  uint32_t magic = kMagic;         // ping
-  uint32_t version = kVersion;     // ping
-  std::string key;                 // set, get, add, erase
-  Bytes value;                     // set
-  int64_t delta = 0;               // add
-  std::vector<std::string> keys;   // wait, check
-  uint64_t timeout_ms = 0;         // get, wait
+  uint32_t magic = kMagic;        // ping
+  uint32_t version = kVersion;    // ping
+  std::string key;                // set, get, add, erase
+  Bytes value;                    // set
+  int64_t delta = 0;              // add
+  std::vector<std::string> keys;  // wait, check
+  uint64_t timeout_ms = 0;        // get, wait
 };
 
 enum class ReplyCode : uint8_t { ok = 0, timeout = 1, error = 2 };
 
 struct Reply {
   ReplyCode code = ReplyCode::ok;
-  Bytes value;                          // ok reply to get
-  int64_t integer = 0;                  // ok reply to add (new value) and ping (server version)
-  bool flag = false;                    // ok reply to check
-  ErrorCode error = ErrorCode::ok;      // error reply
-  std::string message;                  // error reply
+  Bytes value;                      // ok reply to get
+  int64_t integer = 0;              // ok reply to add (new value) and ping (server version)
+  bool flag = false;                // ok reply to check
+  ErrorCode error = ErrorCode::ok;  // error reply
+  std::string message;              // error reply
 
   static Reply ok() { return {}; }
   static Reply timed_out() {

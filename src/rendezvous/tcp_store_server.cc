@@ -36,7 +36,7 @@ using ConnId = TcpStoreTable::ConnId;
 constexpr ConnId kListenId = 0;
 constexpr ConnId kWakeId = 1;
 constexpr size_t kReadChunk = 64 * 1024;
-constexpr size_t kReadBudget = 1 << 20;  // bytes read per readiness event, for fairness
+constexpr size_t kReadBudget = 1 << 20;    // bytes read per readiness event, for fairness
 constexpr size_t kKeepCapacity = 1 << 20;  // larger buffers are released once drained
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after EMFILE and friends
 
@@ -67,7 +67,9 @@ class Server final : public TcpStoreServer {
 
   uint16_t port() const override { return port_; }
 
-  void begin() { thread_ = std::thread([this] { loop(); }); }
+  void begin() {
+    thread_ = std::thread([this] { loop(); });
+  }
 
  private:
   void loop();

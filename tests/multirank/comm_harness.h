@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -18,6 +19,7 @@ inline Options test_options() {
   o.timeout = std::chrono::seconds(60);
   o.connect_timeout = std::chrono::seconds(60);
   o.host_id = "test-host";
+  if (const char* l = std::getenv("WEFT_TEST_LOG_LEVEL")) o.log_level = l;
   return o;
 }
 

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <numeric>
 
-#include "tests/multirank/comm_harness.h"
+#include "multirank/comm_harness.h"
 
 namespace weft {
 namespace {

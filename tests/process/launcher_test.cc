@@ -51,8 +51,8 @@ TEST(LauncherTest, HostIdsGiveLocalRanksPerHost) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::set<std::string> lines;
   for (const auto& l : r.out_lines()) lines.insert(l);
-  EXPECT_EQ(lines, (std::set<std::string>{"[0] 0 a 0 2", "[1] 1 b 0 2", "[2] 2 a 1 2",
-                                          "[3] 3 b 1 2"}));
+  EXPECT_EQ(lines,
+            (std::set<std::string>{"[0] 0 a 0 2", "[1] 1 b 0 2", "[2] 2 a 1 2", "[3] 3 b 1 2"}));
 }
 
 TEST(LauncherTest, HostIdForEveryRank) {
@@ -114,8 +114,9 @@ TEST(LauncherTest, KillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
                   {"--grace", "0.3"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_LT(r.elapsed, milliseconds(5000));
-  EXPECT_TRUE(contains(r.err, "rank 1: terminated by launcher after rank 0 failed: killed by "
-                              "signal 9 (SIGKILL)"))
+  EXPECT_TRUE(contains(r.err,
+                       "rank 1: terminated by launcher after rank 0 failed: killed by "
+                       "signal 9 (SIGKILL)"))
       << r.err;
 }
 

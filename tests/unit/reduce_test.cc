@@ -1,5 +1,7 @@
 // Reduction kernels (src/reduce): every dtype x op x kernel table against a scalar reference, on
 // unaligned buffers; fp16/bf16 conversions exhaustively against independent reference rounding.
+#include "reduce/reduce.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,16 +12,14 @@
 #include <vector>
 
 #include "reduce/kernel_table.h"
-#include "reduce/reduce.h"
 
 namespace weft {
 namespace {
 
 using reduce_detail::Isa;
 
-constexpr DataType kAllTypes[] = {DataType::int8, DataType::uint8, DataType::int32,
-                                  DataType::int64, DataType::fp16,  DataType::bf16,
-                                  DataType::fp32,  DataType::fp64};
+constexpr DataType kAllTypes[] = {DataType::int8, DataType::uint8, DataType::int32, DataType::int64,
+                                  DataType::fp16, DataType::bf16,  DataType::fp32,  DataType::fp64};
 constexpr ReduceOp kAllOps[] = {ReduceOp::sum, ReduceOp::prod, ReduceOp::min, ReduceOp::max,
                                 ReduceOp::avg};
 constexpr int kAvgRanks = 3;
@@ -131,8 +131,14 @@ std::vector<unsigned char> random_bytes(DataType t, size_t count, uint32_t seed)
   std::uniform_real_distribution<double> value(-4.0, 4.0);
   const double specials[] = {std::numeric_limits<double>::quiet_NaN(),
                              std::numeric_limits<double>::infinity(),
-                             -std::numeric_limits<double>::infinity(), -0.0, 0.0, 1e-310, 1e-40,
-                             3e38, -3e38, 1e300};
+                             -std::numeric_limits<double>::infinity(),
+                             -0.0,
+                             0.0,
+                             1e-310,
+                             1e-40,
+                             3e38,
+                             -3e38,
+                             1e300};
   for (size_t i = 0; i < count; ++i) {
     unsigned char* p = out.data() + i * es;
     if (t == DataType::fp32 || t == DataType::fp64) {
@@ -193,9 +199,7 @@ void check_case(DataType t, ReduceOp op, size_t count, Alias alias,
   std::memcpy(pb, b.data(), bytes);
   unsigned char* result = pd;
   switch (alias) {
-    case Alias::separate:
-      reduce_out_of_place(pd, pa, pb, count, t, op);
-      break;
+    case Alias::separate: reduce_out_of_place(pd, pa, pb, count, t, op); break;
     case Alias::into_a:
       reduce_into(pa, pb, count, t, op);
       result = pa;
@@ -253,8 +257,8 @@ TEST(ReduceKernels, HalfPathsConvertEveryPatternLikeScalar) {
       reduce_into(x.data(), y.data(), x.size(), t, ReduceOp::max);
       for (uint32_t i = 0; i < 65536; ++i) {
         auto h = static_cast<uint16_t>(i);
-        uint16_t want = t == DataType::fp16 ? float_to_half(half_to_float(h))
-                                            : float_to_bf16(bf16_to_float(h));
+        uint16_t want =
+            t == DataType::fp16 ? float_to_half(half_to_float(h)) : float_to_bf16(bf16_to_float(h));
         ASSERT_EQ(x[i], want) << to_string(t) << " pattern " << std::hex << i;
       }
     }
@@ -364,8 +368,9 @@ TEST(ReduceConversion, RoundTripsAllPatterns) {
 TEST(ReduceConversion, FloatToHalfRoundsToNearestEven) {
   std::vector<float> probes;
   for (uint32_t h = 0; h < 0x7c00; ++h) {
-    const auto mid = static_cast<float>((ref_half_value(static_cast<uint16_t>(h)) +
-                                         ref_half_value(static_cast<uint16_t>(h + 1))) / 2);
+    const auto mid = static_cast<float>(
+        (ref_half_value(static_cast<uint16_t>(h)) + ref_half_value(static_cast<uint16_t>(h + 1))) /
+        2);
     for (float f : {static_cast<float>(ref_half_value(static_cast<uint16_t>(h))), mid,
                     std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
       probes.push_back(f);

@@ -21,11 +21,11 @@ inline constexpr int kSpawnFailedExitCode = 127;
 inline constexpr int kLauncherErrorExitCode = 1;
 
 struct JobSpec {
-  std::vector<std::string> command;     // program and its arguments
-  std::vector<RankPlacement> ranks;     // one per rank, in rank order
-  std::chrono::milliseconds timeout{0};  // 0: none
+  std::vector<std::string> command;       // program and its arguments
+  std::vector<RankPlacement> ranks;       // one per rank, in rank order
+  std::chrono::milliseconds timeout{0};   // 0: none
   std::chrono::milliseconds grace{2000};  // SIGTERM -> SIGKILL
-  bool summary_always = false;  // print the per-rank summary on success too
+  bool summary_always = false;            // print the per-rank summary on success too
 };
 
 // Runs the job to the end and returns the launcher's exit code: 0 when every rank exited 0;

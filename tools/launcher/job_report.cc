@@ -41,8 +41,7 @@ std::string stop_reason(const JobEnd& end) {
 
 }  // namespace
 
-std::string describe_end(const JobEnd& end, size_t ranks, int stopped,
-                         const std::string& failure) {
+std::string describe_end(const JobEnd& end, size_t ranks, int stopped, const std::string& failure) {
   std::string what;
   switch (end.cause) {
     case EndCause::rank_failed:
@@ -63,8 +62,10 @@ std::string describe_end(const JobEnd& end, size_t ranks, int stopped,
   }
   if (stopped == 0) return what;
   std::string how = end.cause == EndCause::signal ? "forwarding it to " : "terminating ";
-  if (static_cast<size_t>(stopped) == ranks) return what + "; " + how + "all " + plural(stopped, "rank");
-  return what + "; " + how + plural(stopped, end.cause == EndCause::rank_failed ? "other rank" : "rank");
+  if (static_cast<size_t>(stopped) == ranks)
+    return what + "; " + how + "all " + plural(stopped, "rank");
+  return what + "; " + how +
+         plural(stopped, end.cause == EndCause::rank_failed ? "other rank" : "rank");
 }
 
 std::string format_summary(const std::vector<RankOutcome>& outcomes, const JobEnd& end) {

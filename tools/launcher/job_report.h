@@ -22,7 +22,7 @@ struct JobEnd {
 
 struct RankOutcome {
   bool started = false;
-  std::optional<ExitInfo> exit;     // set once reaped
+  std::optional<ExitInfo> exit;      // set once reaped
   bool stopped_by_launcher = false;  // the launcher signalled it while it still ran
 };
 

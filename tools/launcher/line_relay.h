@@ -24,7 +24,7 @@ class LineRelay {
   std::string prefix_;
   int out_fd_;
   std::string partial_;
-  std::string scratch_;   // reused for prefix + line + newline, so each line is one write()
+  std::string scratch_;      // reused for prefix + line + newline, so each line is one write()
   bool out_broken_ = false;  // writing failed (e.g. EPIPE): drop further output
 };
 

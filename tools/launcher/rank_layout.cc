@@ -33,9 +33,9 @@ Result<std::vector<RankPlacement>> place_ranks(int size, const std::string& host
   if (!host_ids.empty()) {
     ids = split_commas(host_ids);
     if (ids.size() != static_cast<size_t>(size)) {
-      return Status(ErrorCode::invalid_argument,
-                    "--host-ids names " + std::to_string(ids.size()) + " hosts for " +
-                        std::to_string(size) + " ranks; give one id per rank");
+      return Status(ErrorCode::invalid_argument, "--host-ids names " + std::to_string(ids.size()) +
+                                                     " hosts for " + std::to_string(size) +
+                                                     " ranks; give one id per rank");
     }
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i].empty()) {

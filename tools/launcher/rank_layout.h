@@ -12,8 +12,8 @@ namespace weft::launcher {
 struct RankPlacement {
   int rank = 0;
   int size = 0;
-  int local_rank = 0;  // index among the ranks with the same host_id, in rank order
-  int local_size = 0;  // number of ranks with the same host_id
+  int local_rank = 0;   // index among the ranks with the same host_id, in rank order
+  int local_size = 0;   // number of ranks with the same host_id
   std::string host_id;  // empty: WEFT_HOST_ID is not set for this rank
 };
 

@@ -80,8 +80,8 @@ Result<RankProcess> RankProcess::spawn(const SpawnRequest& request) {
   // Own process group (pgid = pid): terminal signals reach only the launcher, which forwards
   // them, and the launcher can signal a rank together with everything it started.
   SpawnAttr attr;
-  posix_spawnattr_setflags(&attr.value, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                            POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr.value,
+                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr.value, 0);
   posix_spawnattr_setsigmask(&attr.value, &request.signal_mask);
   posix_spawnattr_setsigdefault(&attr.value, &request.default_signals);

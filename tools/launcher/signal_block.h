@@ -15,7 +15,7 @@ class SignalBlock {
   SignalBlock(const SignalBlock&) = delete;
   SignalBlock& operator=(const SignalBlock&) = delete;
 
-  const sigset_t& blocked() const { return blocked_; }  // what the signalfd reads
+  const sigset_t& blocked() const { return blocked_; }    // what the signalfd reads
   const sigset_t& old_mask() const { return old_mask_; }  // what the children start with
   // What the children reset to SIG_DFL: SIGPIPE if the launcher ignores it only by its own choice
   // (an ignore inherited from the launcher's parent is passed on, as a shell would).

@@ -6,8 +6,12 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace weft {
 namespace {
@@ -30,6 +34,7 @@ struct Envelope {
   size_t bytes = 0;
   std::unique_ptr<std::byte[]> data;  // eager: an owned copy; the send is already complete
   Request* send = nullptr;            // rendezvous: the sender's request, completed on match
+  bool lost = false;  // a rendezvous whose sender failed: kept so its fingerprint is still checked
   const void* payload() const { return send != nullptr ? send->buf : data.get(); }
 };
 
@@ -37,8 +42,7 @@ bool is_collective(const Fingerprint& fp) {
   return fp.kind != OpKind::send && fp.kind != OpKind::recv;
 }
 
-// Everything addressed to one rank. Lock order: a Mailbox's mu, then any Rank::error_mu; never
-// two mailboxes at once.
+// Everything addressed to one rank, guarded by mu.
 struct Mailbox {
   std::mutex mu;
   std::unordered_map<Key, std::deque<Request*>, KeyHash> posted;      // receives not yet matched
@@ -50,15 +54,21 @@ struct Mailbox {
   std::string op_mismatch;
 };
 
+// Lock order: one Mailbox::mu, then any RankState::state_mu; never two mailboxes at once.
 struct RankState {
   Mailbox box;
   std::atomic<bool> failed{false};
-  mutable std::mutex error_mu;  // leaf lock
-  Status error;                 // guarded by error_mu; the first error passed to fail()
+  mutable std::mutex state_mu;   // leaf lock, guards the two fields below
+  Status error;                  // the first error passed to fail()
+  std::optional<Fingerprint> op;  // the current operation (a copy of box.op, readable by peers)
 
   Status first_error() const {
-    std::lock_guard<std::mutex> lock(error_mu);
+    std::lock_guard<std::mutex> lock(state_mu);
     return error;
+  }
+  std::optional<Fingerprint> current_op() const {
+    std::lock_guard<std::mutex> lock(state_mu);
+    return op;
   }
 };
 
@@ -82,6 +92,43 @@ Status mismatch_for(int rank, const std::string& body) {
   return Status(ErrorCode::mismatch, fmt::format("rank {}: {}", rank, body));
 }
 
+// Under box.mu: records a mismatch against operation `seq` of the mailbox's owner and ends the
+// owner's receives for it, so the owner learns of the mismatch itself rather than from a peer
+// that stopped.
+void note_mismatch(Mailbox& box, int owner, uint64_t seq, const std::string& body) {
+  if (!box.has_op || box.op.seq != seq || !box.op_mismatch.empty()) return;
+  box.op_mismatch = body;
+  const Status s = mismatch_for(owner, body);
+  for (auto it = box.posted.begin(); it != box.posted.end();) {
+    auto& queue = it->second;
+    for (auto q = queue.begin(); q != queue.end();) {
+      if ((*q)->fp.seq == seq && is_collective((*q)->fp)) {
+        (*q)->complete(s);
+        q = queue.erase(q);
+      } else {
+        ++q;
+      }
+    }
+    it = queue.empty() ? box.posted.erase(it) : std::next(it);
+  }
+}
+
+// Matches a message with a posted receive under the receiver's lock: copies, or ends both with
+// mismatch and returns it ("" when none).
+std::string deliver(int sender, const Fingerprint& sfp, const void* payload, size_t bytes,
+                    Request* send, Request* recv, int receiver) {
+  if (!fingerprints_compatible(sfp, recv->fp) || bytes != recv->bytes) {
+    std::string body = mismatch_body(sender, sfp, bytes, receiver, recv->fp, recv->bytes);
+    if (send != nullptr) send->complete(mismatch_for(sender, body));
+    recv->complete(mismatch_for(receiver, body));
+    return body;
+  }
+  if (bytes > 0) std::memcpy(recv->buf, payload, bytes);
+  if (send != nullptr) send->complete(Status::success());
+  recv->complete(Status::success());
+  return "";
+}
+
 class LocalTransport final : public Transport {
  public:
   LocalTransport(std::shared_ptr<Fabric> fabric, int rank)
@@ -95,30 +142,176 @@ class LocalTransport final : public Transport {
 
   void post_send(Request* r) override {
     if (!check_peer(r)) return;
-    if (Status own = own_op_status(r->fp); !own.ok()) return r->complete(std::move(own));
-    RankState& dst = fabric_->ranks[static_cast<size_t>(r->peer)];
-    Mailbox& box = dst.box;
-    std::lock_guard<std::mutex> lock(box.mu);
-    // Checked under the receiver's lock: fail() sweeps this mailbox after setting the flag, so a
-    // send either sees the flag or is swept.
-    if (self().failed.load()) return r->complete(self().first_error());
-    if (dst.failed.load()) return r->complete(peer_lost(*r, dst.first_error()));
-
-    if (box.has_op && is_collective(r->fp) && box.op.seq == r->fp.seq) {
-      if (box.op_mismatch.empty() && !fingerprints_compatible(r->fp, box.op)) {
-        box.op_mismatch = mismatch_body(rank_, r->fp, r->bytes, r->peer, box.op, r->bytes);
-        fail_posted_of_op(box, r->peer);
+    const uint64_t seq = r->fp.seq;
+    std::string mismatch;  // this rank's operation disagrees with the receiver's
+    {
+      RankState& dst = at(r->peer);
+      Mailbox& box = dst.box;
+      std::lock_guard<std::mutex> lock(box.mu);
+      // Checked under the receiver's lock: fail() sweeps this mailbox after setting the flag, so
+      // a send either sees the flag or is swept.
+      if (self().failed.load()) return r->complete(self().first_error());
+      if (dst.failed.load()) {
+        Status s = lost_or_mismatch(*r, &mismatch);
+        if (mismatch.empty()) return r->complete(std::move(s));
+        r->complete(std::move(s));
+      } else {
+        if (box.has_op && is_collective(r->fp) && box.op.seq == seq &&
+            !fingerprints_compatible(r->fp, box.op)) {
+          mismatch = mismatch_body(rank_, r->fp, r->bytes, r->peer, box.op, r->bytes);
+          note_mismatch(box, r->peer, seq, mismatch);
+          r->complete(mismatch_for(rank_, mismatch));
+        } else {
+          mismatch = enqueue_send(box, r);
+          if (mismatch.empty()) return;
+        }
       }
-      if (!box.op_mismatch.empty()) return r->complete(mismatch_for(rank_, box.op_mismatch));
     }
+    mark_op_mismatch(rank_, seq, mismatch);
+  }
 
+  void post_recv(Request* r) override {
+    if (!check_peer(r)) return;
+    const int sender = r->peer;
+    const uint64_t seq = r->fp.seq;
+    std::string mismatch;
+    {
+      Mailbox& box = self().box;
+      std::lock_guard<std::mutex> lock(box.mu);
+      if (self().failed.load()) return r->complete(self().first_error());
+      if (box.has_op && is_collective(r->fp) && box.op.seq == seq && !box.op_mismatch.empty()) {
+        return r->complete(mismatch_for(rank_, box.op_mismatch));
+      }
+      const Key key{sender, r->tag};
+      auto it = box.unexpected.find(key);
+      if (it == box.unexpected.end()) {
+        if (!at(sender).failed.load()) {
+          box.posted[key].push_back(r);
+          return;
+        }
+        Status s = lost_or_mismatch(*r, &mismatch);
+        r->complete(std::move(s));
+        if (mismatch.empty()) return;
+        note_mismatch(box, rank_, seq, mismatch);
+        return;  // the sender is gone; nobody else to tell
+      }
+      Envelope env = std::move(it->second.front());
+      it->second.pop_front();
+      if (it->second.empty()) box.unexpected.erase(it);
+      if (env.lost) {
+        if (fingerprints_compatible(env.fp, r->fp) && env.bytes == r->bytes) {
+          return r->complete(peer_lost(*r, at(sender).first_error()));
+        }
+        mismatch = mismatch_body(sender, env.fp, env.bytes, rank_, r->fp, r->bytes);
+        r->complete(mismatch_for(rank_, mismatch));
+        note_mismatch(box, rank_, seq, mismatch);
+        return;
+      }
+      mismatch = deliver(sender, env.fp, env.payload(), env.bytes, env.send, r, rank_);
+      if (mismatch.empty()) return;
+      note_mismatch(box, rank_, seq, mismatch);
+    }
+    mark_op_mismatch(sender, seq, mismatch);
+  }
+
+  void begin_operation(const Fingerprint& fp) override {
+    std::vector<std::pair<int, std::string>> senders;  // to tell once this lock is released
+    {
+      Mailbox& box = self().box;
+      std::lock_guard<std::mutex> lock(box.mu);
+      box.has_op = true;
+      box.op = fp;
+      box.op_mismatch.clear();
+      {
+        std::lock_guard<std::mutex> state(self().state_mu);
+        self().op = fp;
+      }
+      if (!is_collective(fp)) return;
+      // Messages of this sequence number that arrived early must belong to the same operation.
+      for (auto it = box.unexpected.begin(); it != box.unexpected.end();) {
+        auto& queue = it->second;
+        for (auto e = queue.begin(); e != queue.end();) {
+          if (!is_collective(e->fp) || e->fp.seq != fp.seq ||
+              fingerprints_compatible(e->fp, fp)) {
+            ++e;
+            continue;
+          }
+          const int sender = it->first.peer;
+          std::string body = mismatch_body(sender, e->fp, e->bytes, rank_, fp, e->bytes);
+          if (e->send != nullptr) e->send->complete(mismatch_for(sender, body));
+          if (!e->lost) senders.emplace_back(sender, body);
+          if (box.op_mismatch.empty()) box.op_mismatch = std::move(body);
+          e = queue.erase(e);
+        }
+        it = queue.empty() ? box.unexpected.erase(it) : std::next(it);
+      }
+    }
+    for (const auto& [sender, body] : senders) mark_op_mismatch(sender, fp.seq, body);
+  }
+
+  void fail(const Status& status) override {
+    {
+      std::lock_guard<std::mutex> lock(self().state_mu);
+      if (self().error.ok()) {
+        self().error = status.ok() ? Status(ErrorCode::internal,
+                                            fmt::format("rank {}: fail() with ok", rank_))
+                                   : status;
+      }
+    }
+    self().failed.store(true);
+    const Status mine = self().first_error();
+    for (int d = 0; d < size(); ++d) {
+      if (d != rank_) sweep_peer(d, mine);
+    }
+    // This rank's own receives end with its error; peers' rendezvous sends waiting here end as
+    // lost (or mismatched) peers; eager copies are dropped.
+    std::vector<std::tuple<int, uint64_t, std::string>> senders;  // mismatched, to tell after
+    {
+      Mailbox& box = self().box;
+      std::lock_guard<std::mutex> lock(box.mu);
+      for (auto& [key, queue] : box.posted) {
+        for (Request* r : queue) r->complete(mine);
+      }
+      box.posted.clear();
+      for (auto& [key, queue] : box.unexpected) {
+        for (Envelope& e : queue) {
+          if (e.send == nullptr) continue;
+          std::string mismatch;
+          const uint64_t seq = e.send->fp.seq;
+          e.send->complete(lost_or_mismatch(*e.send, &mismatch, key.peer));
+          if (!mismatch.empty()) senders.emplace_back(key.peer, seq, std::move(mismatch));
+        }
+      }
+      box.unexpected.clear();
+    }
+    for (const auto& [sender, seq, body] : senders) mark_op_mismatch(sender, seq, body);
+  }
+
+  Status error() const override { return self().first_error(); }
+
+ private:
+  RankState& at(int rank) const { return fabric_->ranks[static_cast<size_t>(rank)]; }
+  RankState& self() const { return at(rank_); }
+
+  bool check_peer(Request* r) {
+    if (r->peer >= 0 && r->peer < size()) return true;
+    r->complete(Status(ErrorCode::internal,
+                       fmt::format("rank {}: {} names rank {} of {}", rank_, r->fp.describe(),
+                                   r->peer, size())));
+    return false;
+  }
+
+  // Under the receiver's lock: hands `r` to a posted receive, or queues it (eager copy or
+  // rendezvous). Returns the mismatch when the receive it met disagreed ("" otherwise).
+  std::string enqueue_send(Mailbox& box, Request* r) {
     const Key key{rank_, r->tag};
     if (auto it = box.posted.find(key); it != box.posted.end()) {
       Request* recv = it->second.front();
       it->second.pop_front();
       if (it->second.empty()) box.posted.erase(it);
-      deliver(rank_, r->fp, r->buf, r->bytes, r, recv, r->peer);
-      return;
+      std::string body = deliver(rank_, r->fp, r->buf, r->bytes, r, recv, r->peer);
+      if (!body.empty()) note_mismatch(box, r->peer, r->fp.seq, body);
+      return body;
     }
     Envelope env;
     env.fp = r->fp;
@@ -134,161 +327,58 @@ class LocalTransport final : public Transport {
       env.send = r;
       box.unexpected[key].push_back(std::move(env));
     }
+    return "";
   }
 
-  void post_recv(Request* r) override {
-    if (!check_peer(r)) return;
-    Mailbox& box = self().box;
+  // Under peer d's lock, when this rank fails: its rendezvous sends queued at d end with this
+  // rank's error (leaving a `lost` marker so d still checks their fingerprints), and d's receives
+  // from this rank end as lost peers, or as mismatches when d's call disagreed with this rank's.
+  void sweep_peer(int d, const Status& mine) {
+    Mailbox& box = at(d).box;
     std::lock_guard<std::mutex> lock(box.mu);
-    if (self().failed.load()) return r->complete(self().first_error());
-    if (box.has_op && is_collective(r->fp) && box.op.seq == r->fp.seq &&
-        !box.op_mismatch.empty()) {
-      return r->complete(mismatch_for(rank_, box.op_mismatch));
-    }
-    const Key key{r->peer, r->tag};
-    if (auto it = box.unexpected.find(key); it != box.unexpected.end()) {
-      Envelope env = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) box.unexpected.erase(it);
-      deliver(r->peer, env.fp, env.payload(), env.bytes, env.send, r, rank_);
-      return;
-    }
-    RankState& src = fabric_->ranks[static_cast<size_t>(r->peer)];
-    if (src.failed.load()) return r->complete(peer_lost(*r, src.first_error()));
-    box.posted[key].push_back(r);
-  }
-
-  void begin_operation(const Fingerprint& fp) override {
-    Mailbox& box = self().box;
-    std::lock_guard<std::mutex> lock(box.mu);
-    box.has_op = true;
-    box.op = fp;
-    box.op_mismatch.clear();
-    if (!is_collective(fp)) return;
-    // Messages of this sequence number that arrived early must belong to the same operation.
-    for (auto it = box.unexpected.begin(); it != box.unexpected.end();) {
-      auto& queue = it->second;
-      for (auto e = queue.begin(); e != queue.end();) {
-        if (!is_collective(e->fp) || e->fp.seq != fp.seq || fingerprints_compatible(e->fp, fp)) {
-          ++e;
-          continue;
-        }
-        const int sender = it->first.peer;
-        std::string body = mismatch_body(sender, e->fp, e->bytes, rank_, fp, e->bytes);
-        if (e->send != nullptr) e->send->complete(mismatch_for(sender, body));
-        if (box.op_mismatch.empty()) box.op_mismatch = std::move(body);
-        e = queue.erase(e);
-      }
-      it = queue.empty() ? box.unexpected.erase(it) : std::next(it);
-    }
-  }
-
-  void fail(const Status& status) override {
-    {
-      std::lock_guard<std::mutex> lock(self().error_mu);
-      if (self().error.ok()) {
-        self().error = status.ok() ? Status(ErrorCode::internal,
-                                            fmt::format("rank {}: fail() with ok", rank_))
-                                   : status;
-      }
-    }
-    self().failed.store(true);
-    const Status mine = self().first_error();
-    for (int d = 0; d < size(); ++d) {
-      if (d == rank_) continue;
-      Mailbox& box = fabric_->ranks[static_cast<size_t>(d)].box;
-      std::lock_guard<std::mutex> lock(box.mu);
-      // This rank's rendezvous sends waiting at the peer end with this rank's error; the peer's
-      // receives from this rank end as peer_lost. Eager copies stay receivable.
-      for (auto it = box.unexpected.begin(); it != box.unexpected.end();) {
-        auto& queue = it->second;
-        if (it->first.peer == rank_) {
-          for (auto e = queue.begin(); e != queue.end();) {
-            if (e->send == nullptr) {
-              ++e;
-              continue;
-            }
-            e->send->complete(mine);
-            e = queue.erase(e);
-          }
-        }
-        it = queue.empty() ? box.unexpected.erase(it) : std::next(it);
-      }
-      for (auto it = box.posted.begin(); it != box.posted.end();) {
-        if (it->first.peer != rank_) {
-          ++it;
-          continue;
-        }
-        for (Request* r : it->second) r->complete(peer_lost(*r, mine));
-        it = box.posted.erase(it);
-      }
-    }
-    Mailbox& box = self().box;
-    std::lock_guard<std::mutex> lock(box.mu);
-    for (auto& [key, queue] : box.posted) {
-      for (Request* r : queue) r->complete(mine);
-    }
-    box.posted.clear();
     for (auto& [key, queue] : box.unexpected) {
+      if (key.peer != rank_) continue;
       for (Envelope& e : queue) {
-        if (e.send != nullptr) e.send->complete(lost_to_failed(key.peer, e.fp, rank_, mine));
+        if (e.send == nullptr) continue;
+        e.send->complete(mine);
+        e.send = nullptr;
+        e.lost = true;
       }
     }
-    box.unexpected.clear();
-  }
-
-  Status error() const override { return self().first_error(); }
-
- private:
-  RankState& self() const { return fabric_->ranks[static_cast<size_t>(rank_)]; }
-
-  bool check_peer(Request* r) {
-    if (r->peer >= 0 && r->peer < size()) return true;
-    r->complete(Status(ErrorCode::internal,
-                       fmt::format("rank {}: {} names rank {} of {}", rank_, r->fp.describe(),
-                                   r->peer, size())));
-    return false;
-  }
-
-  // The error of this rank's own operation (a mismatch found against it), or ok.
-  Status own_op_status(const Fingerprint& fp) {
-    Mailbox& box = self().box;
-    std::lock_guard<std::mutex> lock(box.mu);
-    if (box.has_op && is_collective(fp) && box.op.seq == fp.seq && !box.op_mismatch.empty()) {
-      return mismatch_for(rank_, box.op_mismatch);
-    }
-    return Status::success();
-  }
-
-  // Ends the receives posted at `box` (owned by rank `owner`) for the current operation.
-  void fail_posted_of_op(Mailbox& box, int owner) {
-    const Status s = mismatch_for(owner, box.op_mismatch);
     for (auto it = box.posted.begin(); it != box.posted.end();) {
-      auto& queue = it->second;
-      for (auto q = queue.begin(); q != queue.end();) {
-        if ((*q)->fp.seq == box.op.seq && is_collective((*q)->fp)) {
-          (*q)->complete(s);
-          q = queue.erase(q);
-        } else {
-          ++q;
-        }
+      if (it->first.peer != rank_) {
+        ++it;
+        continue;
       }
-      it = queue.empty() ? box.posted.erase(it) : std::next(it);
+      std::deque<Request*> queue = std::move(it->second);
+      it = box.posted.erase(it);
+      for (Request* r : queue) {
+        std::string mismatch;
+        const uint64_t seq = r->fp.seq;
+        r->complete(lost_or_mismatch(*r, &mismatch, d));
+        if (!mismatch.empty()) note_mismatch(box, d, seq, mismatch);
+      }
     }
   }
 
-  // Matches a message with a posted receive: copies, or ends both with mismatch.
-  static void deliver(int sender, const Fingerprint& sfp, const void* payload, size_t bytes,
-                      Request* send, Request* recv, int receiver) {
-    if (!fingerprints_compatible(sfp, recv->fp) || bytes != recv->bytes) {
-      const std::string body = mismatch_body(sender, sfp, bytes, receiver, recv->fp, recv->bytes);
-      if (send != nullptr) send->complete(mismatch_for(sender, body));
-      recv->complete(mismatch_for(receiver, body));
-      return;
+  // The status for request `r` of rank `owner` whose peer has failed: mismatch when the peer's
+  // current operation has r's sequence number but disagrees with it, else peer_lost. Sets
+  // *mismatch to the mismatch text when there is one.
+  Status lost_or_mismatch(const Request& r, std::string* mismatch, int owner = -1) const {
+    if (owner < 0) owner = rank_;
+    const RankState& peer = at(r.peer);
+    const std::optional<Fingerprint> op = peer.current_op();
+    if (op && is_collective(r.fp) && op->seq == r.fp.seq && !fingerprints_compatible(r.fp, *op)) {
+      std::string body = r.kind == Request::Kind::send
+                             ? mismatch_body(owner, r.fp, r.bytes, r.peer, *op, r.bytes)
+                             : mismatch_body(r.peer, *op, r.bytes, owner, r.fp, r.bytes);
+      Status s = mismatch_for(owner, body);
+      if (mismatch != nullptr) *mismatch = std::move(body);
+      return s;
     }
-    if (bytes > 0) std::memcpy(recv->buf, payload, bytes);
-    if (send != nullptr) send->complete(Status::success());
-    recv->complete(Status::success());
+    return Status(ErrorCode::peer_lost,
+                  fmt::format("rank {}: {} with rank {}: rank {} failed: {}", owner,
+                              r.fp.describe(), r.peer, r.peer, peer.first_error().to_string()));
   }
 
   Status peer_lost(const Request& r, const Status& why) const {
@@ -296,11 +386,12 @@ class LocalTransport final : public Transport {
                   fmt::format("rank {}: {} with rank {}: rank {} failed: {}", rank_,
                               r.fp.describe(), r.peer, r.peer, why.to_string()));
   }
-  static Status lost_to_failed(int sender, const Fingerprint& fp, int receiver,
-                               const Status& why) {
-    return Status(ErrorCode::peer_lost,
-                  fmt::format("rank {}: {} with rank {}: rank {} failed: {}", sender,
-                              fp.describe(), receiver, receiver, why.to_string()));
+
+  // Takes `rank`'s mailbox lock: call with no lock held.
+  void mark_op_mismatch(int rank, uint64_t seq, const std::string& body) {
+    Mailbox& box = at(rank).box;
+    std::lock_guard<std::mutex> lock(box.mu);
+    note_mismatch(box, rank, seq, body);
   }
 
   std::shared_ptr<Fabric> fabric_;

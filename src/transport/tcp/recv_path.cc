@@ -34,9 +34,9 @@ void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
       return;
     }
   }
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) {
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !c.eof) {
     bool again = true;
-    while (again && !c.closed) {
+    while (again && !c.closed && !c.eof) {
       Status st = read_some(p, c, again);
       if (!st.ok()) {
         fail_async(st);
@@ -75,8 +75,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
   }
   if (r == 0) {
     again = false;
-    c.closed = true;
-    p.reactor->remove(c.fd.get());
+    c.eof = true;
     std::lock_guard<std::mutex> lock(p.mu);
     if (!p.departed) {
       return Status(ErrorCode::peer_lost,

@@ -157,7 +157,7 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
     c->cur_unexp = nullptr;
     c->state = Connection::RecvState::header;
     c->remaining = 0;
-    bool can_tell = tell_peer && c->index == 0 && !c->closed &&
+    bool can_tell = tell_peer && c->index == 0 && !c->closed && !c->eof &&
                     (c->outq.empty() || c->outq.front().written == 0);
     c->outq.clear();
     if (can_tell) {
@@ -187,6 +187,7 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
 }
 
 void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
+  log::debug("rank {}: close_gracefully (failed={})", rank_, failed_.load());
   if (failed_.load()) return;
   int expected_goodbyes = 0;
   for (auto& p : peers_) {
@@ -226,6 +227,7 @@ void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
       if (Completion::Clock::now() >= deadline) break;
     }
   }
+  log::debug("rank {}: closing with {} of {} goodbyes", rank_, goodbyes_.load(), expected_goodbyes);
   fail(Status(ErrorCode::aborted, fmt::format("rank {}: communicator shut down", rank_)));
 }
 

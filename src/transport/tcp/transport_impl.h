@@ -45,7 +45,8 @@ struct Connection {
   Fd fd;
   int peer = -1;
   int index = 0;
-  bool closed = false;  // reactor thread
+  bool closed = false;  // shut down by drain_peer; reactor thread
+  bool eof = false;     // the peer closed its side (reads are over, writes may go on)
   // Send side (guarded by the peer mutex).
   std::deque<OutFrame> outq;
   // Receive side (reactor thread only).

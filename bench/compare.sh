@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Side-by-side allreduce (f32, sum) of weft, Open MPI and Gloo on this machine, all over TCP on
+# loopback, with the same sizes, iterations and timing rule (max over ranks of the mean time).
+#
+#   bench/compare.sh [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-i ITERS] [-w WARMUP]
+#                    [--build-dir DIR] [--no-setup] [--keep]
+#
+# Installs what it needs (scripts/setup.sh --bench), builds weft and the two baselines
+# (bench/baselines/, CMake option WEFT_BUILD_BASELINES) in a separate Release build directory,
+# runs the three sweeps plus an 8-byte latency run, and prints one table of bus bandwidth
+# (out of place, nccl-tests definition: algbw * 2(n-1)/n) and the ratios. Raw outputs are kept
+# in the build directory (compare-*.txt). Figures vary with load: compare ratios of one run.
+set -euo pipefail
+
+ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="$root/build-compare"
+setup=1
+usage() { sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) ranks="$2"; shift 2 ;;
+    -b) min="$2"; shift 2 ;;
+    -e) max="$2"; shift 2 ;;
+    -f) factor="$2"; shift 2 ;;
+    -i) iters="$2"; shift 2 ;;
+    -w) warmup="$2"; shift 2 ;;
+    --build-dir) build="$2"; shift 2 ;;
+    --no-setup) setup=0; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "compare.sh: unknown option '$1'" >&2; usage 2 ;;
+  esac
+done
+
+log() { echo "compare.sh: $*" >&2; }
+
+if [ "$setup" = 1 ]; then "$root/scripts/setup.sh" --bench >&2; fi
+
+log "building in $build"
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=OFF \
+  -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_BASELINES=ON >"$build.cmake.log" 2>&1 ||
+  { cat "$build.cmake.log" >&2; exit 1; }
+cmake --build "$build" --target weft_tool weft_mpi_allreduce weft_gloo_allreduce >&2
+
+weft="$build/tools/weft"
+mpi_prog="$build/bench/weft_mpi_allreduce"
+gloo_prog="$build/bench/weft_gloo_allreduce"
+limit=300  # seconds per run; a hung library shows up as "-" instead of stalling the script
+# TCP only, loopback only, ob1 so the btl choice holds, and no pinning (ranks may outnumber cores).
+mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks"
+            --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+store_dir="$(mktemp -d)"
+trap 'rm -rf "$store_dir"' EXIT
+
+# run NAME COMMAND...: output in $build/compare-NAME.txt; failures are reported, not fatal.
+run() {
+  local name="$1"; shift
+  log "running $name"
+  if ! "$@" >"$build/compare-$name.txt" 2>&1; then
+    log "$name failed (exit $?); last lines:"
+    tail -5 "$build/compare-$name.txt" >&2
+  fi
+}
+
+sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
+latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 20)
+run weft "$weft" run -n "$ranks" --timeout "$limit" -- "$weft" bench allreduce "${sweep[@]}" --check
+run weft-lat "$weft" run -n "$ranks" --timeout "$limit" -- "$weft" bench allreduce "${latency[@]}"
+run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
+run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
+run gloo "$weft" run -n "$ranks" --timeout "$limit" -- "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
+run gloo-lat "$weft" run -n "$ranks" --timeout "$limit" -- "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
+
+# Data rows of one output as "size time busbw wrong" (out-of-place columns), launcher prefix off.
+rows() {
+  sed -E 's/^\[[0-9]+\] //' "$build/compare-$1.txt" 2>/dev/null |
+    awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8, $9 }'
+}
+
+echo
+echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better)"
+echo "weft/mpi and weft/gloo: busbw ratios (> 1: weft faster); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"
+awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" '
+  function load(file, bw, wrong,   line, f) {
+    while ((getline line < file) > 0) { split(line, f, " "); bw[f[1]] = f[3]; wrong[f[1]] = f[4] }
+  }
+  function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
+  function cell(v) { return v == "" ? "-" : v }
+  BEGIN {
+    load(wf, w, ww); load(mf, m, mw); load(gf, g, gw)
+    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "weft/mpi", "weft/gloo"
+    n = split(sizes, order, " ")
+    for (i = 1; i <= n; ++i) {
+      s = order[i]
+      printf "%12s %11s %11s %11s %9s %9s\n", s, cell(w[s]), cell(m[s]), cell(g[s]),
+             ratio(w[s], m[s]), ratio(w[s], g[s])
+      if (ww[s] + mw[s] + gw[s] > 0) bad = bad " " s
+    }
+    if (bad != "") print "WARNING: wrong results at sizes" bad
+  }'
+
+echo
+echo "8-byte allreduce latency, us (lower is better); mpi/weft and gloo/weft: > 1 means weft faster"
+awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) '
+  function first_time(file,   line, f) { if ((getline line < file) > 0) { split(line, f, " "); return f[2] } return "" }
+  function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
+  function cell(v) { return v == "" ? "-" : v }
+  BEGIN {
+    w = first_time(wf); m = first_time(mf); g = first_time(gf)
+    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "mpi/weft", "gloo/weft"
+    printf "%12s %11s %11s %11s %9s %9s\n", 8, cell(w), cell(m), cell(g), ratio(m, w), ratio(g, w)
+  }'
+echo
+log "raw outputs: $build/compare-{weft,mpi,gloo}{,-lat}.txt"

@@ -1,0 +1,205 @@
+// Options: algorithm and transport names, the algorithm x collective table, validation, the
+// one-line description logged at start-up, and from_env (WEFT_CONFIG file, then WEFT_* variables).
+// Setting one value by name lives in options_apply.cc.
+#include "weft/options.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "base/options_env.h"
+
+extern char** environ;  // POSIX: the process environment
+
+namespace weft {
+namespace {
+
+constexpr std::string_view kAlgorithmNames[kAlgorithmCount] = {
+    "auto",     "ring",   "recursive_doubling", "halving_doubling",
+    "binomial", "direct", "pairwise",           "dissemination"};
+constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+
+std::string format_size(size_t n) {
+  if (n != 0 && n % (size_t{1} << 30) == 0) return fmt::format("{}GiB", n >> 30);
+  if (n != 0 && n % (size_t{1} << 20) == 0) return fmt::format("{}MiB", n >> 20);
+  if (n != 0 && n % (size_t{1} << 10) == 0) return fmt::format("{}KiB", n >> 10);
+  return std::to_string(n);
+}
+
+std::string format_duration(std::chrono::milliseconds d) {
+  return d.count() % 1000 == 0 ? fmt::format("{}s", d.count() / 1000)
+                               : fmt::format("{}ms", d.count());
+}
+
+}  // namespace
+
+// ---- names -------------------------------------------------------------------------------------
+
+const char* to_string(Algorithm a) {
+  const auto i = static_cast<size_t>(a);
+  return i < kAlgorithmCount ? kAlgorithmNames[i].data() : "?";
+}
+
+std::optional<Algorithm> parse_algorithm(std::string_view s) {
+  if (s == "automatic") return Algorithm::automatic;
+  for (int i = 0; i < kAlgorithmCount; ++i) {
+    if (s == kAlgorithmNames[i]) return static_cast<Algorithm>(i);
+  }
+  return std::nullopt;
+}
+
+const char* to_string(TransportKind t) {
+  switch (t) {
+    case TransportKind::automatic: return "auto";
+    case TransportKind::tcp: return "tcp";
+  }
+  return "?";
+}
+
+bool algorithm_supports(Algorithm a, OpKind k) {
+  using K = OpKind;
+  auto any_of = [k](std::initializer_list<OpKind> kinds) {
+    return std::find(kinds.begin(), kinds.end(), k) != kinds.end();
+  };
+  switch (a) {
+    case Algorithm::automatic: return true;
+    case Algorithm::ring:
+      return any_of(
+          {K::allreduce, K::allgather, K::allgatherv, K::reduce_scatter, K::broadcast, K::reduce});
+    case Algorithm::recursive_doubling: return any_of({K::allreduce, K::allgather});
+    case Algorithm::halving_doubling: return any_of({K::allreduce, K::reduce_scatter});
+    case Algorithm::binomial:
+      return any_of({K::broadcast, K::reduce, K::gather, K::scatter, K::barrier});
+    case Algorithm::direct: return k != K::send && k != K::recv;
+    case Algorithm::pairwise: return any_of({K::alltoall, K::alltoallv});
+    case Algorithm::dissemination: return k == K::barrier;
+  }
+  return false;
+}
+
+// ---- internals shared with options_apply.cc (options_env.h) ----------------------------------
+
+bool takes_algorithm(OpKind k) { return k != OpKind::send && k != OpKind::recv; }
+
+std::string algorithm_choices(OpKind kind) {
+  std::vector<std::string_view> names;
+  for (int i = 1; i < kAlgorithmCount; ++i) {
+    if (algorithm_supports(static_cast<Algorithm>(i), kind)) names.push_back(kAlgorithmNames[i]);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+Status check_algorithm(OpKind kind, Algorithm a) {
+  if (algorithm_supports(a, kind)) return Status::success();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("{} does not implement {} (choose one of: {})", to_string(a),
+                            to_string(kind), algorithm_choices(kind)));
+}
+
+bool is_log_level(std::string_view s) {
+  return std::find(std::begin(kLogLevels), std::end(kLogLevels), s) != std::end(kLogLevels);
+}
+
+// ---- Options -----------------------------------------------------------------------------------
+
+Status Options::validate() const {
+  std::vector<std::string> errors;
+  if (size == 0 || size < -1) errors.push_back(fmt::format("size={}: must be at least 1", size));
+  if (rank < -1) errors.push_back(fmt::format("rank={}: must not be negative", rank));
+  if (rank >= 0 && size > 0 && rank >= size) {
+    errors.push_back(fmt::format("rank={}: must be below size={}", rank, size));
+  }
+  if (chunk_bytes < 4096) {
+    errors.push_back(fmt::format("chunk_bytes={}: must be at least 4KiB", chunk_bytes));
+  }
+  if (sockets_per_peer < 1 || sockets_per_peer > 16) {
+    errors.push_back(fmt::format("sockets_per_peer={}: must be 1..16", sockets_per_peer));
+  }
+  if (reactor_threads < 1 || reactor_threads > 16) {
+    errors.push_back(fmt::format("reactor_threads={}: must be 1..16", reactor_threads));
+  }
+  if (timeout.count() <= 0) errors.push_back("timeout: must be positive");
+  if (connect_timeout.count() <= 0) errors.push_back("connect_timeout: must be positive");
+  if (eager_threshold > eager_credit_bytes) {
+    errors.push_back(fmt::format("eager_threshold={}: must not exceed eager_credit_bytes={}",
+                                 format_size(eager_threshold), format_size(eager_credit_bytes)));
+  }
+  if (!is_log_level(log_level)) {
+    errors.push_back(fmt::format(
+        "log_level={}: choose one of: trace, debug, info, warn, error, off", log_level));
+  }
+  if (static_cast<int>(transport) > static_cast<int>(TransportKind::tcp)) {
+    errors.push_back("transport: unknown value");
+  }
+  for (int i = 0; i < kOpKindCount; ++i) {
+    const auto kind = static_cast<OpKind>(i);
+    Status s = check_algorithm(kind, algorithm(kind));
+    if (!s.ok()) {
+      errors.push_back(fmt::format("{}={}: {}", algorithm_env_name(kind),
+                                   to_string(algorithm(kind)), s.message()));
+    }
+  }
+  if (errors.empty()) return Status::success();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("invalid options: {}", fmt::join(errors, "; ")));
+}
+
+std::string Options::describe() const {
+  std::string algos;
+  for (int i = 0; i < kOpKindCount; ++i) {
+    const auto kind = static_cast<OpKind>(i);
+    if (!takes_algorithm(kind)) continue;
+    algos += fmt::format("{}{}:{}", algos.empty() ? "" : ",", to_string(kind),
+                         to_string(algorithm(kind)));
+  }
+  return fmt::format(
+      "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
+      "eager_threshold={} eager_credit_bytes={} reactor_threads={} interface=\"{}\" "
+      "host_id=\"{}\" timeout={} connect_timeout={} log_level={}",
+      rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
+      format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads, interface,
+      host_id, format_duration(timeout), format_duration(connect_timeout), log_level);
+}
+
+Result<Options> Options::from_env(const Options& base) {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view kv(*e);
+    const size_t eq = kv.find('=');
+    if (kv.starts_with("WEFT_") && eq != std::string_view::npos) {
+      env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+  }
+  return options_from_env_map(env, base);
+}
+
+// ---- options_env.h -----------------------------------------------------------------------------
+
+Result<Options> options_from_env_map(const std::map<std::string, std::string>& env, Options base) {
+  if (auto it = env.find("WEFT_CONFIG"); it != env.end() && !it->second.empty()) {
+    const std::string& path = it->second;
+    std::ifstream in(path);
+    if (!in) {
+      return Status(ErrorCode::io,
+                    fmt::format("WEFT_CONFIG={}: cannot open: {}", path, std::strerror(errno)));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    Status s = base.apply_json(text.str());
+    if (!s.ok()) return s.with_context(fmt::format("WEFT_CONFIG={}", path));
+  }
+  for (const auto& [name, value] : env) {
+    if (!name.starts_with("WEFT_") || is_launcher_variable(name)) continue;
+    WEFT_RETURN_IF_ERROR(base.apply(name, value));
+  }
+  WEFT_RETURN_IF_ERROR(base.validate());
+  return base;
+}
+
+}  // namespace weft

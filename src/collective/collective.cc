@@ -1,0 +1,218 @@
+#include "collective/collective.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "collective/algorithms.h"
+
+namespace weft {
+namespace {
+
+using Algo = Status (*)(Context&, const CollectiveArgs&);
+using A = Algorithm;
+
+// The implementation of `a` for `kind`, or nullptr.
+Algo lookup(Algorithm a, OpKind kind) {
+  switch (kind) {
+    case OpKind::allreduce:
+      switch (a) {
+        case A::ring: return coll::allreduce_ring;
+        case A::recursive_doubling: return coll::allreduce_recursive_doubling;
+        case A::halving_doubling: return coll::allreduce_halving_doubling;
+        case A::direct: return coll::allreduce_direct;
+        default: return nullptr;
+      }
+    case OpKind::reduce_scatter:
+      switch (a) {
+        case A::ring: return coll::reduce_scatter_ring;
+        case A::halving_doubling: return coll::reduce_scatter_halving_doubling;
+        case A::direct: return coll::reduce_scatter_direct;
+        default: return nullptr;
+      }
+    case OpKind::allgather:
+      switch (a) {
+        case A::ring: return coll::allgather_ring;
+        case A::recursive_doubling: return coll::allgather_recursive_doubling;
+        case A::direct: return coll::allgather_direct;
+        default: return nullptr;
+      }
+    case OpKind::allgatherv:
+      switch (a) {
+        case A::ring: return coll::allgather_ring;
+        case A::direct: return coll::allgather_direct;
+        default: return nullptr;
+      }
+    case OpKind::broadcast:
+      switch (a) {
+        case A::binomial: return coll::broadcast_binomial;
+        case A::ring: return coll::broadcast_ring;
+        case A::direct: return coll::broadcast_direct;
+        default: return nullptr;
+      }
+    case OpKind::reduce:
+      switch (a) {
+        case A::binomial: return coll::reduce_binomial;
+        case A::ring: return coll::reduce_ring;
+        case A::direct: return coll::reduce_direct;
+        default: return nullptr;
+      }
+    case OpKind::gather:
+      switch (a) {
+        case A::binomial: return coll::gather_binomial;
+        case A::direct: return coll::gather_direct;
+        default: return nullptr;
+      }
+    case OpKind::scatter:
+      switch (a) {
+        case A::binomial: return coll::scatter_binomial;
+        case A::direct: return coll::scatter_direct;
+        default: return nullptr;
+      }
+    case OpKind::alltoall:
+    case OpKind::alltoallv:
+      switch (a) {
+        case A::pairwise: return coll::alltoall_pairwise;
+        case A::direct: return coll::alltoall_direct;
+        default: return nullptr;
+      }
+    case OpKind::barrier:
+      switch (a) {
+        case A::dissemination: return coll::barrier_dissemination;
+        case A::binomial: return coll::barrier_binomial;
+        case A::direct: return coll::barrier_direct;
+        default: return nullptr;
+      }
+    case OpKind::send:
+    case OpKind::recv:
+      return nullptr;
+  }
+  return nullptr;
+}
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+constexpr size_t KiB = 1024;
+constexpr size_t MiB = 1024 * KiB;
+
+// Thresholds: docs/algorithms.md explains them.
+Algorithm automatic_choice(OpKind kind, size_t bytes, int n) {
+  switch (kind) {
+    case OpKind::allreduce:
+      if (n <= 2 && bytes <= 16 * KiB) return A::direct;
+      if (bytes <= 16 * KiB) return A::recursive_doubling;
+      if (bytes <= 256 * KiB || (is_power_of_two(n) && bytes <= 1 * MiB)) {
+        return A::halving_doubling;
+      }
+      return A::ring;
+    case OpKind::reduce_scatter:
+      if (bytes <= 16 * KiB) return A::direct;
+      if (is_power_of_two(n) && bytes <= 1 * MiB) return A::halving_doubling;
+      return A::ring;
+    case OpKind::allgather:
+      return bytes <= 64 * KiB ? A::recursive_doubling : A::ring;
+    case OpKind::allgatherv:
+      return bytes <= 16 * KiB ? A::direct : A::ring;
+    case OpKind::broadcast:
+      if (n <= 2) return A::direct;
+      return bytes <= 64 * KiB ? A::binomial : A::ring;
+    case OpKind::reduce:
+      if (n <= 2) return A::direct;
+      return bytes <= 64 * KiB ? A::binomial : A::ring;
+    case OpKind::gather:
+    case OpKind::scatter:
+      return bytes <= 256 * KiB ? A::binomial : A::direct;
+    case OpKind::alltoall:
+      return bytes <= 4 * KiB ? A::direct : A::pairwise;
+    case OpKind::alltoallv:
+      return A::pairwise;  // per-rank sizes differ, and every rank must choose alike
+    case OpKind::barrier:
+      return A::dissemination;
+    case OpKind::send:
+    case OpKind::recv:
+      break;
+  }
+  return A::direct;
+}
+
+bool is_reduction(OpKind k) {
+  return k == OpKind::allreduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
+}
+bool is_rooted(OpKind k) {
+  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
+         k == OpKind::scatter;
+}
+
+}  // namespace
+
+bool collective_implements(Algorithm algorithm, OpKind kind) {
+  if (kind == OpKind::send || kind == OpKind::recv) return false;
+  return algorithm == Algorithm::automatic || lookup(algorithm, kind) != nullptr;
+}
+
+Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options) {
+  const Algorithm forced = options.algorithm(kind);
+  if (forced != Algorithm::automatic && lookup(forced, kind) != nullptr) return forced;
+  return automatic_choice(kind, bytes, world_size);
+}
+
+size_t payload_bytes(const CollectiveArgs& args, int world_size) {
+  const size_t es = args.elem_size();
+  const size_t n = static_cast<size_t>(world_size);
+  switch (args.kind) {
+    case OpKind::allreduce:
+    case OpKind::broadcast:
+    case OpKind::reduce:
+      return args.count * es;
+    case OpKind::allgather:
+    case OpKind::reduce_scatter:
+    case OpKind::gather:
+    case OpKind::scatter:
+    case OpKind::alltoall:
+      return n * args.count * es;
+    case OpKind::allgatherv:
+      return std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), size_t{0}) * es;
+    case OpKind::alltoallv:
+      return std::max(
+                 std::accumulate(args.send_counts.begin(), args.send_counts.end(), size_t{0}),
+                 std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), size_t{0})) *
+             es;
+    case OpKind::barrier:
+    case OpKind::send:
+    case OpKind::recv:
+      return 0;
+  }
+  return 0;
+}
+
+Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq) {
+  Fingerprint fp;
+  fp.kind = args.kind;
+  fp.dtype = args.kind == OpKind::barrier ? DataType::uint8 : args.dtype;
+  fp.op = is_reduction(args.kind) ? args.op : ReduceOp::sum;
+  fp.root = is_rooted(args.kind) ? args.root : -1;
+  if (args.kind == OpKind::allgatherv) {
+    fp.count = std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), uint64_t{0});
+  } else if (args.kind == OpKind::alltoallv || args.kind == OpKind::barrier) {
+    fp.count = 0;
+  } else {
+    fp.count = args.count;
+  }
+  fp.seq = seq;
+  return fp;
+}
+
+Status run_collective(Context& ctx, const CollectiveArgs& args) {
+  const Algorithm a =
+      selected_algorithm(args.kind, payload_bytes(args, ctx.size()), ctx.size(), ctx.options());
+  Algo algo = lookup(a, args.kind);
+  if (algo == nullptr) {
+    return Status(ErrorCode::internal,
+                  fmt::format("rank {}: {}: no algorithm for this collective", ctx.rank(),
+                              ctx.fingerprint().describe()));
+  }
+  return algo(ctx, args);
+}
+
+}  // namespace weft

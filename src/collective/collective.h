@@ -1,0 +1,40 @@
+// Entry point of the collective layer: picks an algorithm for one call and runs it.
+//
+// The communicator validates the arguments, builds the operation's Fingerprint
+// (make_fingerprint), calls Transport::begin_operation, creates a Context and calls
+// run_collective on its executing thread. The choice is Options::algorithm(kind) when forced and
+// implemented for the kind, else the size-based selector described in docs/algorithms.md. Every
+// rank must choose the same algorithm, so the choice depends only on values all ranks agree on
+// (kind, counts, world size, options).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collective/context.h"
+#include "weft/options.h"
+
+namespace weft {
+
+Status run_collective(Context& ctx, const CollectiveArgs& args);
+
+// The algorithm run_collective runs for a call of `kind` moving `bytes` (see payload_bytes) in a
+// group of `world_size`. Never returns Algorithm::automatic.
+Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options);
+
+// True when collective/ has an implementation of `algorithm` for `kind` (automatic: always).
+// Options' algorithm_supports should agree with this table.
+bool collective_implements(Algorithm algorithm, OpKind kind);
+
+// The size the selector looks at: the whole vector a call reduces, broadcasts or exchanges —
+// count * elem for allreduce, broadcast and reduce; world_size * count * elem for allgather,
+// reduce_scatter, gather, scatter and alltoall; the sum of the counts for the v-forms.
+size_t payload_bytes(const CollectiveArgs& args, int world_size);
+
+// The Fingerprint of a collective call: fields that do not apply to the kind are normalised (op
+// only for reductions, root only for rooted collectives and -1 otherwise; count is the total of
+// recv_counts for allgatherv and 0 for alltoallv and barrier, whose per-rank counts differ), so
+// ranks agree on it exactly when their calls agree.
+Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq);
+
+}  // namespace weft

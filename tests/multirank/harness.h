@@ -1,0 +1,190 @@
+// Collective-layer test harness: N ranks as threads of this process, each with its own Transport
+// (made by a TransportFactory), BufferPool and operation sequence, calling run_collective
+// directly — below the Communicator, so every algorithm can be forced and checked.
+//
+// transport_factories() is the one list of transports the sweeps run over: add a factory there
+// and every parameterised sweep covers it. A RankGroup is used by one test at a time; run() starts
+// one thread per rank, and each rank thread calls collective() for its own rank only.
+// Header-only because the test binary is built from the *_test.cc files of this folder.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "collective/collective.h"
+#include "collective/context.h"
+#include "runtime/buffer_pool.h"
+#include "transport/local/local_transport.h"
+#include "transport/transport.h"
+#include "weft/options.h"
+
+namespace weft::harness {
+
+using TransportFactory = std::function<std::vector<std::unique_ptr<Transport>>(int n)>;
+
+struct NamedTransportFactory {
+  std::string name;  // a gtest-friendly identifier
+  TransportFactory make;
+};
+
+// "local": in-process, small messages eager, large ones rendezvous (like TCP).
+// "local_rendezvous": every send waits for its receive, which catches any algorithm that waits
+// on a send before posting the receive that would drain it.
+inline const std::vector<NamedTransportFactory>& transport_factories() {
+  static const std::vector<NamedTransportFactory> factories = {
+      {"local", [](int n) { return make_local_transports(n); }},
+      {"local_rendezvous",
+       [](int n) { return make_local_transports(n, LocalTransportOptions{.eager_threshold = 0}); }},
+  };
+  return factories;
+}
+
+inline std::vector<std::string> transport_names() {
+  std::vector<std::string> names;
+  for (const auto& f : transport_factories()) names.push_back(f.name);
+  return names;
+}
+
+inline const TransportFactory& transport_factory(std::string_view name) {
+  for (const auto& f : transport_factories()) {
+    if (f.name == name) return f.make;
+  }
+  throw std::invalid_argument("no transport factory named " + std::string(name));
+}
+
+// Options for collective tests: a 10 s timeout, so a hang fails the test instead of the run.
+inline Options harness_options() {
+  Options o;
+  o.timeout = std::chrono::seconds(10);
+  return o;
+}
+
+// Identifier for test names; independent of options.cc.
+inline const char* algorithm_name(Algorithm a) {
+  switch (a) {
+    case Algorithm::automatic: return "automatic";
+    case Algorithm::ring: return "ring";
+    case Algorithm::recursive_doubling: return "recursive_doubling";
+    case Algorithm::halving_doubling: return "halving_doubling";
+    case Algorithm::binomial: return "binomial";
+    case Algorithm::direct: return "direct";
+    case Algorithm::pairwise: return "pairwise";
+    case Algorithm::dissemination: return "dissemination";
+  }
+  return "unknown";
+}
+
+class RankGroup {
+ public:
+  RankGroup(const TransportFactory& factory, int n) : transports_(factory(n)) {
+    for (int r = 0; r < n; ++r) pools_.push_back(std::make_unique<BufferPool>());
+    seq_.assign(static_cast<size_t>(n), 0);
+  }
+
+  int size() const { return static_cast<int>(transports_.size()); }
+  Transport& transport(int rank) { return *transports_[static_cast<size_t>(rank)]; }
+  BufferPool& pool(int rank) { return *pools_[static_cast<size_t>(rank)]; }
+
+  // Runs body(rank) on size() threads at once and joins them.
+  void run(const std::function<void(int rank)>& body) {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size(); ++r) threads.emplace_back([&body, r] { body(r); });
+    for (auto& t : threads) t.join();
+  }
+
+  // On rank `rank`'s thread: that rank's next collective (next sequence number, begin_operation,
+  // a fresh Context, run_collective), as the communicator runs it. `options` must outlive it.
+  Status collective(int rank, const CollectiveArgs& args, const Options& options) {
+    const Fingerprint fp = make_fingerprint(args, ++seq_[static_cast<size_t>(rank)]);
+    Transport& t = transport(rank);
+    t.begin_operation(fp);
+    Context ctx(t, options, fp, pool(rank));
+    return run_collective(ctx, args);
+  }
+
+  // Skips a sequence number on `rank`, as if it had run a collective that others did not see.
+  void skip_sequence(int rank) { ++seq_[static_cast<size_t>(rank)]; }
+
+  // Every rank runs args_for(rank) once, under `options`; returns each rank's status.
+  std::vector<Status> collective_all(const std::function<CollectiveArgs(int rank)>& args_for,
+                                     const Options& options) {
+    std::vector<Status> out(static_cast<size_t>(size()));
+    run([&](int r) { out[static_cast<size_t>(r)] = collective(r, args_for(r), options); });
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<BufferPool>> pools_;
+  std::vector<uint64_t> seq_;  // element r touched only by rank r's thread
+};
+
+// Thread-safe collector of check failures; keeps the first few messages.
+class Failures {
+ public:
+  static constexpr size_t kKept = 12;
+
+  void add(std::string message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (kept_.size() < kKept) kept_.push_back(std::move(message));
+    ++total_;
+  }
+  size_t count() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return total_;
+  }
+  // Reports the kept messages as one gtest failure; returns true when there was none.
+  bool expect_none() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (total_ == 0) return true;
+    std::string all;
+    for (const auto& m : kept_) all += "\n  " + m;
+    ADD_FAILURE() << total_ << " check(s) failed; the first " << kept_.size() << ":" << all;
+    return false;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> kept_;
+  size_t total_ = 0;
+};
+
+// gtest parameter of the sweeps: transport x world size x algorithm.
+struct SweepParam {
+  std::string transport;
+  int n;
+  Algorithm algorithm;
+};
+
+inline std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& info) {
+  return info.param.transport + "_n" + std::to_string(info.param.n) + "_" +
+         algorithm_name(info.param.algorithm);
+}
+
+// Every transport x every size in `sizes` x every algorithm in `algorithms`.
+inline std::vector<SweepParam> sweep(const std::vector<int>& sizes,
+                                     const std::vector<Algorithm>& algorithms) {
+  std::vector<SweepParam> out;
+  for (const auto& t : transport_names()) {
+    for (int n : sizes) {
+      for (Algorithm a : algorithms) out.push_back({t, n, a});
+    }
+  }
+  return out;
+}
+
+inline const std::vector<int>& all_sizes() {
+  static const std::vector<int> sizes = {1, 2, 3, 4, 5, 6, 7, 8};
+  return sizes;
+}
+
+}  // namespace weft::harness

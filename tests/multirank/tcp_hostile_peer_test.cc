@@ -1,0 +1,136 @@
+// A peer that completes the handshake and then sends hostile frames: the TCP transport must end
+// the pending receive with a protocol error naming the peer, never crash or hang.
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "runtime/buffer_pool.h"
+#include "transport/tcp/frame.h"
+#include "transport/tcp/socket.h"
+#include "transport/tcp/tcp_transport.h"
+#include "weft/store.h"
+
+namespace weft {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t kToken = 0x5eed5eed1234ull;
+
+// Connects to rank 0 as rank 1, sends a valid HELLO, then `hostile` bytes; keeps the socket open
+// until `release` is set so the failure comes from the bytes, not from a closed connection.
+void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& release) {
+  auto record = store.get_string("tcp/addr/0", 10s);
+  ASSERT_TRUE(record.ok());
+  std::istringstream in(record.value());
+  std::string host, ip, port;
+  std::getline(in, host);
+  std::getline(in, ip);
+  std::getline(in, port);
+  auto fd = tcp::connect_tcp("127.0.0.1", static_cast<uint16_t>(std::stoi(port)),
+                             tcp::Clock::now() + 10s);
+  ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+  uint8_t hello[tcp::kHeaderBytes + tcp::kHelloPayload];
+  tcp::FrameHeader h;
+  h.type = tcp::FrameType::hello;
+  h.comm = static_cast<uint32_t>(kToken);
+  h.length = tcp::kHelloPayload;
+  tcp::encode_header(h, hello);
+  tcp::encode_hello({kToken, 1, 2, 0, 1}, hello + tcp::kHeaderBytes);
+  ASSERT_TRUE(tcp::write_all(fd->get(), hello, sizeof(hello), tcp::Clock::now() + 10s).ok());
+  ASSERT_TRUE(tcp::write_all(fd->get(), hostile.data(), hostile.size(), tcp::Clock::now() + 10s).ok());
+  while (!release.load()) std::this_thread::sleep_for(10ms);
+}
+
+std::vector<uint8_t> frame(tcp::FrameHeader h, size_t payload_bytes = 0) {
+  std::vector<uint8_t> out(tcp::kHeaderBytes + payload_bytes, 0xab);
+  h.comm = static_cast<uint32_t>(kToken);
+  tcp::encode_header(h, out.data());
+  return out;
+}
+
+struct Hostile {
+  const char* name;
+  std::vector<uint8_t> bytes;
+  const char* expect;
+};
+
+std::vector<Hostile> hostile_inputs() {
+  std::vector<Hostile> v;
+  v.push_back({"garbage", std::vector<uint8_t>(tcp::kHeaderBytes, 0x41), "magic"});
+  tcp::FrameHeader big;
+  big.type = tcp::FrameType::eager;
+  big.tag = p2p_tag(1);
+  big.length = 1ull << 40;
+  v.push_back({"huge eager", frame(big), "exceeds the limit"});
+  tcp::FrameHeader data;
+  data.type = tcp::FrameType::data;
+  data.msg_id = 77;
+  data.length = 8;
+  v.push_back({"data for unknown message", frame(data, 8), "unknown message"});
+  tcp::FrameHeader cts;
+  cts.type = tcp::FrameType::cts;
+  cts.msg_id = 5;
+  v.push_back({"cts for unknown message", frame(cts), "unknown"});
+  tcp::FrameHeader other = big;
+  other.length = 4;
+  auto wrong_comm = frame(other, 4);
+  wrong_comm[12] ^= 0xff;
+  v.push_back({"other communicator", wrong_comm, "another communicator"});
+  tcp::FrameHeader hello;
+  hello.type = tcp::FrameType::hello;
+  hello.length = tcp::kHelloPayload;
+  v.push_back({"second hello", frame(hello, tcp::kHelloPayload), "HELLO"});
+  return v;
+}
+
+TEST(TcpHostilePeer, BadFramesEndPendingReceiveWithProtocolError) {
+  for (const Hostile& input : hostile_inputs()) {
+    SCOPED_TRACE(input.name);
+    auto store = make_memory_store();
+    BufferPool pool;
+    std::atomic<bool> release{false};
+    std::thread peer(fake_peer, std::ref(*store), input.bytes, std::ref(release));
+    TcpTransportConfig cfg;
+    cfg.rank = 0;
+    cfg.size = 2;
+    cfg.token = kToken;
+    cfg.host_id = "test";
+    cfg.options.sockets_per_peer = 1;
+    cfg.options.connect_timeout = 10s;
+    auto t = make_tcp_transport(cfg, *store, pool);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+
+    Completion done;
+    Request r;
+    r.kind = Request::Kind::recv;
+    r.peer = 1;
+    r.tag = p2p_tag(99);
+    uint32_t sink = 0;
+    r.buf = &sink;
+    r.bytes = sizeof(sink);
+    r.fp.kind = OpKind::recv;
+    r.fp.count = sizeof(sink);
+    r.completion = &done;
+    t.value()->post_recv(&r);
+    auto deadline = Completion::Clock::now() + 10s;
+    while (!r.done() && Completion::Clock::now() < deadline) {
+      uint32_t gen = done.generation();
+      if (r.done()) break;
+      done.wait_for_change(gen, deadline);
+    }
+    ASSERT_TRUE(r.done());
+    EXPECT_EQ(r.status.code(), ErrorCode::protocol) << r.status.to_string();
+    EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status.message();
+    EXPECT_NE(r.status.message().find(input.expect), std::string::npos) << r.status.message();
+    EXPECT_EQ(t.value()->error().code(), ErrorCode::protocol);
+    release = true;
+    peer.join();
+  }
+}
+
+}  // namespace
+}  // namespace weft

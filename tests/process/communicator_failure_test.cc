@@ -1,0 +1,60 @@
+// Failure injection with real processes (STYLE.md #12): one rank of a `weft run` job dies or
+// hangs in the middle of a collective loop; the others must fail with a clear error in bounded
+// time instead of hanging. The child program is collective_child.cc.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "process/tool_process.h"
+
+namespace weft::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(CommunicatorFailureTest, AllRanksCompleteWithoutFaults) {
+  auto r = run_tool({"run", "-n", "3", "--timeout", "60", WEFT_CHILD_PATH, "-1", "200"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  for (const char* rank : {"[0] rank 0:", "[1] rank 1:", "[2] rank 2:"}) {
+    EXPECT_TRUE(contains(r.out, std::string(rank) + " all 200 allreduces done")) << r.out;
+  }
+}
+
+TEST(CommunicatorFailureTest, SurvivorsReportALostPeer) {
+  // --grace 20: the survivors ignore SIGTERM; they must end on their own, long before SIGKILL.
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "1", "400", "kill"});
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "rank 1: killed by signal 9 (SIGKILL)")) << r.err;
+  for (const char* rank : {"[0] rank 0: failed after", "[2] rank 2: failed after"}) {
+    EXPECT_TRUE(contains(r.out, rank)) << r.out << r.err;
+  }
+  EXPECT_TRUE(contains(r.out, "peer lost")) << r.out;
+  for (const std::string rank : {"0", "2"}) {  // they ended on their own, with the error
+    EXPECT_TRUE(
+        contains(r.err, "rank " + rank + ": exit 7") ||
+        contains(r.err, "rank " + rank + ": terminated by launcher after rank 1 failed: exit 7"))
+        << r.err;
+  }
+}
+
+TEST(CommunicatorFailureTest, SurvivorsTimeOutOnAHungPeer) {
+  // WEFT_TIMEOUT reaches the ranks through the launcher's environment.
+  ::setenv("WEFT_TIMEOUT", "2s", 1);
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "1", "--timeout", "60", WEFT_CHILD_PATH, "2", "400", "stop"});
+  ::unsetenv("WEFT_TIMEOUT");
+  // The stopped rank never exits by itself: a survivor fails first (exit 7), then the launcher
+  // stops the hung rank (SIGTERM is not delivered to a stopped process; SIGKILL is).
+  EXPECT_EQ(r.exit_code, 7) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(20000)) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "timeout") || contains(r.out, "timed out")) << r.out;
+  EXPECT_TRUE(contains(r.err, "rank 2: terminated by launcher")) << r.err;
+}
+
+}  // namespace
+}  // namespace weft::test
