@@ -8,6 +8,15 @@
 namespace weft {
 namespace {
 
+// start + timeout, saturating: a huge timeout means "no deadline", not an overflow into the past.
+Context::Clock::time_point deadline_after(Context::Clock::time_point start,
+                                          std::chrono::milliseconds timeout) {
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(
+      Context::Clock::time_point::max() - start);
+  if (timeout >= room) return Context::Clock::time_point::max();
+  return start + timeout;
+}
+
 std::string format_duration(std::chrono::milliseconds d) {
   if (d.count() % 1000 == 0) return fmt::format("{} s", d.count() / 1000);
   return fmt::format("{:g} s", static_cast<double>(d.count()) / 1000.0);
@@ -22,7 +31,7 @@ Context::Context(Transport& transport, const Options& options, const Fingerprint
       fp_(fp),
       pool_(pool),
       start_(Clock::now()),
-      deadline_(start_ + options.timeout) {}
+      deadline_(deadline_after(start_, options.timeout)) {}
 
 Context::~Context() {
   if (outstanding_ > 0 || !error_.ok()) {
@@ -107,7 +116,7 @@ Status Context::wait(Handle h) {
   for (;;) {
     const uint32_t seen = completion_.generation();
     if (h->done()) return finish(h);
-    if (!completion_.wait_for_change(seen, deadline_) && !h->done()) {
+    if (!transport_.wait(completion_, seen, h, deadline_) && !h->done()) {
       Status s = timeout_error(*h);
       if (error_.ok()) error_ = s;
       return s;
@@ -133,7 +142,15 @@ Status Context::wait_all(std::span<const Handle> hs) {
       if (!s.ok()) return s;
     }
     if (pending == 0) break;
-    if (!completion_.wait_for_change(seen, deadline_)) {
+    // Let the transport receive on this thread for a peer we wait on (a receive if any).
+    Handle hint = left[0];
+    for (size_t i = 0; i < pending; ++i) {
+      if (left[i]->kind == Request::Kind::recv) {
+        hint = left[i];
+        break;
+      }
+    }
+    if (!transport_.wait(completion_, seen, hint, deadline_)) {
       bool any_done = false;
       for (size_t i = 0; i < pending; ++i) any_done = any_done || left[i]->done();
       if (any_done) continue;

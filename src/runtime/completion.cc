@@ -30,6 +30,11 @@ void Completion::notify() {
   if (sleepers_.load(std::memory_order_seq_cst) != 0) {
     futex(&generation_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
   }
+  int fd = poll_fd_.load(std::memory_order_seq_cst);
+  if (fd >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(fd, &one, sizeof(one));
+  }
 }
 
 bool Completion::wait_for_change(uint32_t seen, Clock::time_point deadline) {

@@ -26,6 +26,10 @@ class Completion {
   void end_notify() { notifying_.fetch_sub(1, std::memory_order_release); }
   // Returns the counter to pass to wait_for_change (read it before checking the condition).
   uint32_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // A waiter that sleeps in poll() instead of on the futex registers an eventfd here; notify()
+  // then also writes to it. -1 when none.
+  void set_poll_fd(int fd) { poll_fd_.store(fd, std::memory_order_seq_cst); }
+
   // Sleeps until notify() was called after `seen` was read, or `deadline` passed.
   // Returns false on deadline.
   bool wait_for_change(uint32_t seen, Clock::time_point deadline);
@@ -34,6 +38,7 @@ class Completion {
   std::atomic<uint32_t> generation_{0};
   std::atomic<uint32_t> sleepers_{0};
   std::atomic<uint32_t> notifying_{0};
+  std::atomic<int> poll_fd_{-1};
 };
 
 }  // namespace weft

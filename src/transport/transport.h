@@ -107,6 +107,15 @@ class Transport {
   // no receive is posted for them.
   virtual void begin_operation(const Fingerprint& fp) = 0;
 
+  // Sleeps until `completion` moves past `seen` or `deadline` passes (returns false then). A
+  // transport may use the time to receive on the calling thread for `hint`'s peer, which saves
+  // the hand-off from its own thread; the default just sleeps on the completion.
+  virtual bool wait(Completion& completion, uint32_t seen, const Request* hint,
+                    Completion::Clock::time_point deadline) {
+    (void)hint;
+    return completion.wait_for_change(seen, deadline);
+  }
+
   // Ends every pending request with `status`, tells the peers (best effort), and returns only when
   // no request or buffer is referenced any more. Later posts end at once with the first error.
   virtual void fail(const Status& status) = 0;

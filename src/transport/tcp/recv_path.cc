@@ -1,5 +1,6 @@
 // The receive side of the TCP transport, run on the reactor thread that owns the peer: parse
 // frames, match them to posted receives, and read payloads straight into the destination.
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -35,15 +37,72 @@ void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
     }
   }
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !c.eof) {
-    bool again = true;
-    while (again && !c.closed && !c.eof) {
-      Status st = read_some(p, c, again);
-      if (!st.ok()) {
-        fail_async(st);
-        return;
-      }
+    // A waiting caller reads this peer itself and drains once more when it stops.
+    if (p.caller_reading.load(std::memory_order_acquire)) return;
+    Status st = drain_reads(p, c);
+    if (!st.ok()) fail_async(st);
+  }
+}
+
+Status TcpTransport::drain_reads(Peer& p, Connection& c) {
+  std::lock_guard<std::mutex> lock(c.read_mu);
+  bool again = true;
+  while (again && !c.closed && !c.eof) WEFT_RETURN_IF_ERROR(read_some(p, c, again));
+  return Status();
+}
+
+bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
+                        Completion::Clock::time_point deadline) {
+  if (hint == nullptr || hint->peer == rank_ || failed_.load(std::memory_order_acquire)) {
+    return completion.wait_for_change(seen, deadline);
+  }
+  Peer& p = *peers_[hint->peer];
+  bool expected = false;
+  if (p.conns.empty() || !p.caller_reading.compare_exchange_strong(expected, true)) {
+    return completion.wait_for_change(seen, deadline);
+  }
+  completion.set_poll_fd(wake_.get());
+  constexpr size_t kMaxFds = 17;
+  pollfd fds[kMaxFds];
+  bool changed = false;
+  Status st;
+  while (st.ok()) {
+    for (auto& c : p.conns) {
+      st = drain_reads(p, *c);
+      if (!st.ok()) break;
+    }
+    if (!st.ok()) break;
+    if (completion.generation() != seen) {
+      changed = true;
+      break;
+    }
+    auto now = Completion::Clock::now();
+    if (now >= deadline) break;
+    size_t n = 0;
+    for (auto& c : p.conns) {
+      if (n + 1 < kMaxFds && !c->closed && !c->eof) fds[n++] = {c->fd.get(), POLLIN, 0};
+    }
+    if (n == 0) break;  // nothing left to read here: sleep on the completion below
+    fds[n++] = {wake_.get(), POLLIN, 0};
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
+    int ms = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 50));
+    ::poll(fds, n, ms);
+    if (fds[n - 1].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
     }
   }
+  completion.set_poll_fd(-1);
+  p.caller_reading.store(false, std::memory_order_release);
+  // Readiness the reactor ignored while this caller was reading is picked up here.
+  for (auto& c : p.conns) {
+    Status s = drain_reads(p, *c);
+    if (st.ok()) st = s;
+  }
+  if (!st.ok()) fail_async(st);
+  if (changed || completion.generation() != seen) return true;
+  if (Completion::Clock::now() >= deadline) return false;
+  return completion.wait_for_change(seen, deadline);
 }
 
 Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
@@ -63,6 +122,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
     c.in_start = 0;
   }
   iov[n++] = {c.inbuf.data() + c.in_end, c.inbuf.size() - c.in_end};
+  const size_t capacity = direct + (c.inbuf.size() - c.in_end);
   ssize_t r = ::readv(c.fd.get(), iov, n);
   if (r < 0) {
     again = false;
@@ -95,6 +155,9 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
     return Status();
   }
   size_t got = static_cast<size_t>(r);
+  // A short read emptied the socket: a later arrival raises a new edge, so no extra read that
+  // would only say EAGAIN.
+  again = got == capacity;
   if (direct > 0) {
     size_t into_target = std::min(got, direct);
     c.target += into_target;

@@ -1,5 +1,6 @@
 // Life cycle of the TCP transport: start, failure (local or reported by a peer), clean close.
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -34,6 +35,8 @@ TcpTransport::~TcpTransport() {
 }
 
 Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
+  wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!wake_.valid()) return errno_status("eventfd");
   int nreactors = std::max(1, std::min(options_.reactor_threads, std::max(1, size_ - 1)));
   for (int i = 0; i < nreactors; ++i) {
     auto r = Reactor::create(fmt::format("weft-r{}-{}", rank_, i));
@@ -128,7 +131,8 @@ void TcpTransport::fail(const Status& status) {
 
 void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
   std::vector<Request*> reqs;
-  std::vector<uint8_t*> parked;
+  std::vector<std::unique_lock<std::mutex>> read_locks;  // a caller may be reading right now
+  for (auto& c : p.conns) read_locks.emplace_back(c->read_mu);
   std::lock_guard<std::mutex> lock(p.mu);
   for (Request* r : p.posted) reqs.push_back(r);
   for (Request* r : p.rts_pending) reqs.push_back(r);

@@ -1,9 +1,11 @@
 // Internal classes of the TCP transport (see tcp_transport.h for the contract).
 //
 // Threads and locks: each Peer has one mutex guarding its matching state and the send queues of
-// its sockets; posters (any thread) and the reactor take it. The receive state of a Connection
-// belongs to the reactor thread that owns the peer and is never touched elsewhere; fail() reaches
-// it by running on that reactor. Lock order: fp_mu_ may be taken before a Peer's mutex, never after.
+// its sockets; posters (any thread) and the reactor take it. The receive state of a Connection is
+// guarded by its read_mu: normally the reactor reads, but a caller waiting for a message from
+// that peer reads itself (Peer::caller_reading tells the reactor to leave the socket alone),
+// which saves two thread hand-offs per message. Lock order: read_mu, then fp_mu_, then Peer::mu
+// (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order.
 #pragma once
 
 #include <atomic>
@@ -45,11 +47,12 @@ struct Connection {
   Fd fd;
   int peer = -1;
   int index = 0;
-  bool closed = false;  // shut down by drain_peer; reactor thread
-  bool eof = false;     // the peer closed its side (reads are over, writes may go on)
+  std::atomic<bool> closed{false};  // shut down by drain_peer
+  std::atomic<bool> eof{false};     // the peer closed its side (reads are over, writes may go on)
+  std::mutex read_mu;               // guards the receive side below
   // Send side (guarded by the peer mutex).
   std::deque<OutFrame> outq;
-  // Receive side (reactor thread only).
+  // Receive side (read_mu).
   enum class RecvState { header, payload } state = RecvState::header;
   std::vector<uint8_t> inbuf;
   size_t in_start = 0, in_end = 0;
@@ -73,6 +76,7 @@ struct Peer {
   size_t send_credits = 0;
   size_t credits_to_return = 0;
   uint64_t next_msg_id = 0;
+  std::atomic<bool> caller_reading{false};  // a waiting caller reads this peer's sockets
   bool departed = false;     // GOODBYE received
   bool open_conns = true;    // false once every socket saw EOF after GOODBYE
   int eof_count = 0;
@@ -89,6 +93,8 @@ class TcpTransport final : public Transport {
   int size() const override { return size_; }
   void post_send(Request* r) override;
   void post_recv(Request* r) override;
+  bool wait(Completion& completion, uint32_t seen, const Request* hint,
+            Completion::Clock::time_point deadline) override;
   void begin_operation(const Fingerprint& fp) override;
   void fail(const Status& status) override;
   Status error() const override;
@@ -105,6 +111,7 @@ class TcpTransport final : public Transport {
   void send_self(Peer& p, Request* r);
   // recv_path.cc
   void on_event(Peer& p, Connection& c, uint32_t events);
+  Status drain_reads(Peer& p, Connection& c);  // reads until the socket is empty
   Status read_some(Peer& p, Connection& c, bool& again);
   Status process(Peer& p, Connection& c);
   Status on_header(Peer& p, Connection& c);
@@ -140,6 +147,7 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Unexpected>> unexp_storage_;  // guarded by unexp_mu_
   std::vector<Unexpected*> unexp_free_;                     // guarded by unexp_mu_
 
+  Fd wake_;  // eventfd a caller waiting in poll() is woken through (see wait())
   std::atomic<int> goodbyes_{0};
   Completion closing_;
 };
