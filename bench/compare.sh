@@ -32,7 +32,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "compare.sh: $*" >&2; }
+log() { echo "compare.sh [$(date +%H:%M:%S)]: $*" >&2; }
 
 if [ "$setup" = 1 ]; then "$root/scripts/setup.sh" --bench >&2; fi
 
@@ -40,36 +40,44 @@ log "building in $build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=OFF \
   -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_BASELINES=ON >"$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log" >&2; exit 1; }
-cmake --build "$build" --target weft_tool weft_mpi_allreduce weft_gloo_allreduce >&2
+cmake --build "$build" --parallel "$(nproc)" \
+  --target weft_tool weft_mpi_allreduce weft_gloo_allreduce >&2
 
 weft="$build/tools/weft"
 mpi_prog="$build/bench/weft_mpi_allreduce"
 gloo_prog="$build/bench/weft_gloo_allreduce"
 limit=300  # seconds per run; a hung library shows up as "-" instead of stalling the script
-# TCP only, loopback only, ob1 so the btl choice holds, and no pinning (ranks may outnumber cores).
-mpirun_cmd=(mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks"
+# TCP only, loopback only, ob1 so the btl choice holds, and no pinning. --oversubscribe only when
+# the ranks outnumber the CPUs: it also switches Open MPI to yielding while it polls, which costs
+# it milliseconds per message whenever anything else runs on the machine.
+mpirun_cmd=(mpirun --allow-run-as-root --bind-to none -np "$ranks"
             --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+if [ "$ranks" -gt "$(nproc)" ]; then mpirun_cmd+=(--oversubscribe); fi
 store_dir="$(mktemp -d)"
+mkdir -p "$store_dir/sweep" "$store_dir/lat"  # Gloo's FileStore wants existing directories
 trap 'rm -rf "$store_dir"' EXIT
 
 # run NAME COMMAND...: output in $build/compare-NAME.txt; failures are reported, not fatal.
 run() {
   local name="$1"; shift
   log "running $name"
-  if ! "$@" >"$build/compare-$name.txt" 2>&1; then
-    log "$name failed (exit $?); last lines:"
+  local rc=0
+  "$@" >"$build/compare-$name.txt" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    log "$name failed (exit $rc); last lines:"
     tail -5 "$build/compare-$name.txt" >&2
   fi
 }
 
 sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
 latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 20)
-run weft "$weft" run -n "$ranks" --timeout "$limit" -- "$weft" bench allreduce "${sweep[@]}" --check
-run weft-lat "$weft" run -n "$ranks" --timeout "$limit" -- "$weft" bench allreduce "${latency[@]}"
+launch() { "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
+run weft launch "$weft" bench allreduce "${sweep[@]}" --check
+run weft-lat launch "$weft" bench allreduce "${latency[@]}"
 run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
 run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
-run gloo "$weft" run -n "$ranks" --timeout "$limit" -- "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
-run gloo-lat "$weft" run -n "$ranks" --timeout "$limit" -- "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
+run gloo launch "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
+run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
 
 # Data rows of one output as "size time busbw wrong" (out-of-place columns), launcher prefix off.
 rows() {
@@ -78,20 +86,28 @@ rows() {
 }
 
 echo
-echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better)"
-echo "weft/mpi and weft/gloo: busbw ratios (> 1: weft faster); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better),"
+echo "computed from the mean time: size / time * 2(n-1)/n"
+echo "weft/mpi and weft/gloo: busbw ratios (> 1: weft faster)." \
+  "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"
-awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" '
+awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v n="$ranks" '
+  # busbw from size and time (more digits than the printed column), and the wrong count.
   function load(file, bw, wrong,   line, f) {
-    while ((getline line < file) > 0) { split(line, f, " "); bw[f[1]] = f[3]; wrong[f[1]] = f[4] }
+    while ((getline line < file) > 0) {
+      split(line, f, " ")
+      if (f[2] + 0 > 0) bw[f[1]] = f[1] / (f[2] * 1e3) * 2 * (n - 1) / n
+      wrong[f[1]] = f[4]
+    }
   }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
-  function cell(v) { return v == "" ? "-" : v }
+  function cell(v) { return v == "" ? "-" : sprintf(v < 0.01 ? "%.2e" : "%.3f", v) }
   BEGIN {
     load(wf, w, ww); load(mf, m, mw); load(gf, g, gw)
-    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "weft/mpi", "weft/gloo"
-    n = split(sizes, order, " ")
-    for (i = 1; i <= n; ++i) {
+    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "weft/mpi",
+           "weft/gloo"
+    count = split(sizes, order, " ")
+    for (i = 1; i <= count; ++i) {
       s = order[i]
       printf "%12s %11s %11s %11s %9s %9s\n", s, cell(w[s]), cell(m[s]), cell(g[s]),
              ratio(w[s], m[s]), ratio(w[s], g[s])
@@ -103,12 +119,17 @@ awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" '
 echo
 echo "8-byte allreduce latency, us (lower is better); mpi/weft and gloo/weft: > 1 means weft faster"
 awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) '
-  function first_time(file,   line, f) { if ((getline line < file) > 0) { split(line, f, " "); return f[2] } return "" }
+  function first_time(file,   line, f) {
+    if ((getline line < file) <= 0) return ""
+    split(line, f, " ")
+    return f[2]
+  }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function cell(v) { return v == "" ? "-" : v }
   BEGIN {
     w = first_time(wf); m = first_time(mf); g = first_time(gf)
-    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "mpi/weft", "gloo/weft"
+    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "mpi/weft",
+           "gloo/weft"
     printf "%12s %11s %11s %11s %9s %9s\n", 8, cell(w), cell(m), cell(g), ratio(m, w), ratio(g, w)
   }'
 echo

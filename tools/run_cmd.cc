@@ -58,9 +58,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "local rank and size are computed per id)");
   cmd->add_option("--timeout", args->timeout_s,
                   "Kill the job after this many seconds and exit 124 (0: no limit)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--grace", args->grace_s,
                   "Seconds between SIGTERM and SIGKILL when stopping ranks")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
   cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")

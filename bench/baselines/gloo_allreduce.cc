@@ -32,10 +32,17 @@ size_t parse_size(const char* s) {
   char* end = nullptr;
   size_t v = std::strtoull(s, &end, 10);
   switch (*end) {
-    case 'k': case 'K': return v << 10;
-    case 'm': case 'M': return v << 20;
-    case 'g': case 'G': return v << 30;
-    default: return v;
+    case 'k':
+    case 'K':
+      return v << 10;
+    case 'm':
+    case 'M':
+      return v << 20;
+    case 'g':
+    case 'G':
+      return v << 30;
+    default:
+      return v;
   }
 }
 
@@ -113,12 +120,18 @@ int main(int argc, char** argv) {
   Args args;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--store") args.store_dir = argv[i + 1];
-    else if (flag == "-b") args.min_bytes = parse_size(argv[i + 1]);
-    else if (flag == "-e") args.max_bytes = parse_size(argv[i + 1]);
-    else if (flag == "-f") args.factor = parse_size(argv[i + 1]);
-    else if (flag == "-n") args.iters = std::atoi(argv[i + 1]);
-    else if (flag == "-w") args.warmup = std::atoi(argv[i + 1]);
+    if (flag == "--store")
+      args.store_dir = argv[i + 1];
+    else if (flag == "-b")
+      args.min_bytes = parse_size(argv[i + 1]);
+    else if (flag == "-e")
+      args.max_bytes = parse_size(argv[i + 1]);
+    else if (flag == "-f")
+      args.factor = parse_size(argv[i + 1]);
+    else if (flag == "-n")
+      args.iters = std::atoi(argv[i + 1]);
+    else if (flag == "-w")
+      args.warmup = std::atoi(argv[i + 1]);
     else {
       std::fprintf(stderr, "gloo_allreduce: unknown option %s\n", argv[i]);
       return 2;

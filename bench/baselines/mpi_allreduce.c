@@ -13,10 +13,17 @@ static size_t parse_size(const char* s) {
   char* end = NULL;
   size_t v = strtoull(s, &end, 10);
   switch (*end) {
-    case 'k': case 'K': return v << 10;
-    case 'm': case 'M': return v << 20;
-    case 'g': case 'G': return v << 30;
-    default: return v;
+    case 'k':
+    case 'K':
+      return v << 10;
+    case 'm':
+    case 'M':
+      return v << 20;
+    case 'g':
+    case 'G':
+      return v << 30;
+    default:
+      return v;
   }
 }
 
@@ -41,10 +48,12 @@ static void measure(float* send, float* recv, size_t count, int in_place, int it
   const void* src = in_place ? MPI_IN_PLACE : send;
   float* data = in_place ? recv : send;
   fill(data, count, rank);
-  for (int i = 0; i < warmup; ++i) MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int i = 0; i < warmup; ++i)
+    MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   MPI_Barrier(MPI_COMM_WORLD);
   double start = MPI_Wtime();
-  for (int i = 0; i < iters; ++i) MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int i = 0; i < iters; ++i)
+    MPI_Allreduce(src, recv, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   double local = (MPI_Wtime() - start) / iters * 1e6;
   MPI_Allreduce(&local, time_us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   fill(data, count, rank);
@@ -61,11 +70,16 @@ int main(int argc, char** argv) {
   size_t min_bytes = 8, max_bytes = 64 << 20, factor = 4;
   int iters = 20, warmup = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "-b")) min_bytes = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "-e")) max_bytes = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "-f")) factor = parse_size(argv[i + 1]);
-    else if (!strcmp(argv[i], "-n")) iters = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "-w")) warmup = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "-b"))
+      min_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-e"))
+      max_bytes = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-f"))
+      factor = parse_size(argv[i + 1]);
+    else if (!strcmp(argv[i], "-n"))
+      iters = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "-w"))
+      warmup = atoi(argv[i + 1]);
     else {
       if (rank == 0) fprintf(stderr, "mpi_allreduce: unknown option %s\n", argv[i]);
       MPI_Abort(MPI_COMM_WORLD, 2);
@@ -79,7 +93,7 @@ int main(int argc, char** argv) {
   float* send = aligned_alloc(4096, (max_count * sizeof(float) + 4095) / 4096 * 4096);
   float* recv = aligned_alloc(4096, (max_count * sizeof(float) + 4095) / 4096 * 4096);
   if (!send || !recv) MPI_Abort(MPI_COMM_WORLD, 1);
-  memset(send, 0, max_count * sizeof(float));  /* touch every page before timing */
+  memset(send, 0, max_count * sizeof(float)); /* touch every page before timing */
   memset(recv, 0, max_count * sizeof(float));
 
   if (rank == 0) {
@@ -93,7 +107,8 @@ int main(int argc, char** argv) {
     double t[2];
     long wrong[2];
     for (int in_place = 0; in_place < 2; ++in_place) {
-      measure(send, recv, count, in_place, iters, warmup, rank, size, &t[in_place], &wrong[in_place]);
+      measure(send, recv, count, in_place, iters, warmup, rank, size, &t[in_place],
+              &wrong[in_place]);
     }
     if (rank == 0) {
       size_t b = count * sizeof(float);

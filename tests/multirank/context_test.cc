@@ -60,7 +60,8 @@ TEST(Context, WholeSecondsAndSendRecv) {
 TEST(Context, ExchangesAndReusesRequests) {
   auto t = make_local_transports(2);
   BufferPool pool;
-  const Options o;
+  Options o;
+  o.timeout = std::chrono::milliseconds::max();  // no deadline: must not overflow into the past
   const Fingerprint fp = allreduce_fp(3, 4);
   std::vector<Status> st(2);
   std::vector<int32_t> got(2);

@@ -31,6 +31,14 @@ inline const std::vector<ReduceOp>& all_ops() {
   return v;
 }
 
+// The dtype x op pairs the sweeps run at their larger counts (every pair runs at the small ones):
+// every dtype with sum and avg (the kernels' add and finishing paths), every op with one type of
+// each family (int8, bf16, fp32).
+inline bool representative(DataType t, ReduceOp op) {
+  return op == ReduceOp::sum || op == ReduceOp::avg || t == DataType::int8 ||
+         t == DataType::bf16 || t == DataType::fp32;
+}
+
 inline float half_bits_to_float(uint16_t h) {
   const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
   float v;

@@ -238,8 +238,9 @@ void JobRunner::read_pipe(int rank, Source which, bool until_drained) {
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n < 0)
+    if (n < 0) {
       print_error(errno_status("read(rank " + std::to_string(rank) + " output)").to_string());
+    }
     relay.finish();  // end of stream (or a read error): flush the partial line, stop watching
     fd.reset();      // closing removes it from the epoll set
   }
