@@ -14,5 +14,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.c
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/weftConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft)
+# weft.pc finds its prefix relative to itself, so `cmake --install --prefix X` stays relocatable.
+file(RELATIVE_PATH WEFT_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -53,6 +53,14 @@ Status Reactor::add(int fd, uint32_t events, Handler handler) {
   return result;
 }
 
+Status Reactor::modify(int fd, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev) != 0) return errno_status("epoll_ctl(MOD)");
+  return Status();
+}
+
 void Reactor::remove(int fd) {
   ::epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   handlers_.erase(fd);

@@ -32,6 +32,8 @@ class Reactor {
   // Registers fd with the given epoll events (EPOLLET is the caller's choice). The handler runs on
   // the reactor thread. Call remove() before closing the fd.
   Status add(int fd, uint32_t events, Handler handler);
+  // Changes the events of a registered fd; any thread.
+  Status modify(int fd, uint32_t events);
   // Unregisters fd. Must run on the reactor thread (use run_sync from elsewhere).
   void remove(int fd);
 

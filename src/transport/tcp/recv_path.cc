@@ -12,12 +12,15 @@
 
 #include <fmt/format.h>
 
+#include "base/log.h"
 #include "transport/tcp/transport_impl.h"
 
 namespace weft::tcp {
 namespace {
 
 constexpr size_t kInbufBytes = 64 * 1024;
+// How long a waiting caller polls its peer's sockets before it sleeps in poll().
+constexpr auto kReadSpin = std::chrono::microseconds(30);
 
 bool is_collective(uint64_t tag) { return (tag & kP2pTagBit) == 0; }
 
@@ -37,17 +40,26 @@ void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
     }
   }
   if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP | EPOLLRDHUP)) && !c.eof) {
-    // A waiting caller reads this peer itself and drains once more when it stops.
-    if (p.caller_reading.load(std::memory_order_acquire)) return;
-    Status st = drain_reads(p, c);
-    if (!st.ok()) fail_async(st);
+    // A waiting caller reads this peer itself; `missed` (set first) makes it drain once more
+    // when it stops, so readiness seen only here is never lost.
+    c.missed.store(true, std::memory_order_seq_cst);
+    if (p.caller_reading.load(std::memory_order_seq_cst)) return;
+    c.missed.store(false, std::memory_order_relaxed);
+    (void)drain_reads(p, c);  // errors are recorded inside
   }
 }
 
 Status TcpTransport::drain_reads(Peer& p, Connection& c) {
   std::lock_guard<std::mutex> lock(c.read_mu);
   bool again = true;
-  while (again && !c.closed && !c.eof) WEFT_RETURN_IF_ERROR(read_some(p, c, again));
+  while (again && !c.closed && !c.eof) {
+    Status st = read_some(p, c, again);
+    if (!st.ok()) {
+      // Record it before anyone reads further: an error frame must win over the EOF behind it.
+      fail_async(st);
+      return st;
+    }
+  }
   return Status();
 }
 
@@ -61,11 +73,13 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
   if (p.conns.empty() || !p.caller_reading.compare_exchange_strong(expected, true)) {
     return completion.wait_for_change(seen, deadline);
   }
-  completion.set_poll_fd(wake_.get());
   constexpr size_t kMaxFds = 17;
   pollfd fds[kMaxFds];
   bool changed = false;
   Status st;
+  // Poll the sockets without sleeping for a short while first: a reply on a quiet link comes
+  // back faster than a sleep and wake-up take.
+  const auto spin_until = Completion::Clock::now() + kReadSpin;
   while (st.ok()) {
     for (auto& c : p.conns) {
       st = drain_reads(p, *c);
@@ -78,6 +92,7 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     }
     auto now = Completion::Clock::now();
     if (now >= deadline) break;
+    if (now < spin_until) continue;
     size_t n = 0;
     for (auto& c : p.conns) {
       if (n + 1 < kMaxFds && !c->closed && !c->eof) fds[n++] = {c->fd.get(), POLLIN, 0};
@@ -86,16 +101,19 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     fds[n++] = {wake_.get(), POLLIN, 0};
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     int ms = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 50));
-    ::poll(fds, n, ms);
+    // Completions by other threads write the eventfd only while this thread sleeps in poll().
+    completion.set_poll_fd(wake_.get());
+    if (completion.generation() == seen) ::poll(fds, n, ms);
+    completion.set_poll_fd(-1);
     if (fds[n - 1].revents & POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
     }
   }
-  completion.set_poll_fd(-1);
-  p.caller_reading.store(false, std::memory_order_release);
-  // Readiness the reactor ignored while this caller was reading is picked up here.
+  p.caller_reading.store(false, std::memory_order_seq_cst);
+  // Readiness the reactor left to this caller is picked up here.
   for (auto& c : p.conns) {
+    if (!c->missed.exchange(false, std::memory_order_seq_cst)) continue;
     Status s = drain_reads(p, *c);
     if (st.ok()) st = s;
   }
@@ -138,6 +156,9 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
     c.eof = true;
     std::lock_guard<std::mutex> lock(p.mu);
     if (!p.departed) {
+      log::debug("rank {}: EOF from rank {} socket {} state={} buffered={} remaining={} type={}",
+                 rank_, p.rank, c.index, static_cast<int>(c.state), c.in_end - c.in_start,
+                 c.remaining, static_cast<int>(c.cur.type));
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: connection to rank {} lost (peer closed it or died)",
                                 rank_, p.rank));

@@ -50,7 +50,14 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
     msg.msg_iovlen = static_cast<size_t>(n);
     ssize_t w = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status();
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // Ask the reactor to finish the queue once the socket has room again.
+        if (!c.want_out) {
+          c.want_out = true;
+          return p.reactor->modify(c.fd.get(), kEventsWithOut);
+        }
+        return Status();
+      }
       if (errno == EINTR) continue;
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: connection to rank {} lost while sending ({})", rank_,
@@ -68,6 +75,10 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
       c.outq.pop_front();
       if (r != nullptr && --r->parts_left == 0) r->complete(Status());
     }
+  }
+  if (c.want_out) {
+    c.want_out = false;
+    return p.reactor->modify(c.fd.get(), kEvents);
   }
   return Status();
 }

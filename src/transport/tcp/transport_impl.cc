@@ -61,7 +61,7 @@ Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
     for (auto& c : p.conns) {
       Connection* conn = c.get();
       Peer* peer = &p;
-      WEFT_RETURN_IF_ERROR(p.reactor->add(conn->fd.get(), EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
+      WEFT_RETURN_IF_ERROR(p.reactor->add(conn->fd.get(), kEvents,
                                           [this, peer, conn](uint32_t ev) { on_event(*peer, *conn, ev); }));
     }
   }
@@ -161,9 +161,9 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
     c->cur_unexp = nullptr;
     c->state = Connection::RecvState::header;
     c->remaining = 0;
-    bool can_tell = tell_peer && c->index == 0 && !c->closed && !c->eof &&
+    // Every socket carries the error before its end, so whichever the peer reads first explains.
+    bool can_tell = tell_peer && !c->closed && !c->eof &&
                     (c->outq.empty() || c->outq.front().written == 0);
-    c->outq.clear();
     if (can_tell) {
       // Best effort: the peers learn why, instead of only seeing the connection drop.
       std::string text = status.message().substr(0, kMaxErrorText);
@@ -177,7 +177,12 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
       std::memcpy(buf + kHeaderBytes, text.data(), text.size());
       [[maybe_unused]] ssize_t w =
           ::send(c->fd.get(), buf, kHeaderBytes + text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      log::debug("rank {}: told rank {} on socket {} ({} bytes sent)", rank_, p.rank, c->index, w);
+    } else {
+      log::debug("rank {}: could not tell rank {} on socket {} (tell={} closed={} eof={} queued={})",
+                 rank_, p.rank, c->index, tell_peer, c->closed.load(), c->eof.load(), c->outq.size());
     }
+    c->outq.clear();
     if (!c->closed && p.reactor != nullptr) {
       p.reactor->remove(c->fd.get());
       ::shutdown(c->fd.get(), SHUT_RDWR);

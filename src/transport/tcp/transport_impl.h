@@ -8,6 +8,8 @@
 // (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order.
 #pragma once
 
+#include <sys/epoll.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -21,6 +23,10 @@
 #include "transport/tcp/tcp_transport.h"
 
 namespace weft::tcp {
+
+// epoll interest of a connection: readable always, writable only while its queue is blocked.
+inline constexpr uint32_t kEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
+inline constexpr uint32_t kEventsWithOut = kEvents | EPOLLOUT;
 
 struct OutFrame {
   uint8_t header[kHeaderBytes];
@@ -49,9 +55,11 @@ struct Connection {
   int index = 0;
   std::atomic<bool> closed{false};  // shut down by drain_peer
   std::atomic<bool> eof{false};     // the peer closed its side (reads are over, writes may go on)
+  std::atomic<bool> missed{false};  // readiness the reactor left to a reading caller
   std::mutex read_mu;               // guards the receive side below
   // Send side (guarded by the peer mutex).
   std::deque<OutFrame> outq;
+  bool want_out = false;  // EPOLLOUT is registered (only while frames wait for buffer space)
   // Receive side (read_mu).
   enum class RecvState { header, payload } state = RecvState::header;
   std::vector<uint8_t> inbuf;
