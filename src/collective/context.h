@@ -100,7 +100,6 @@ class Context {
   std::deque<Request> requests_;     // stable addresses
   std::vector<Request*> free_;
   size_t outstanding_ = 0;  // posted, not yet waited for
-  uint64_t posted_ = 0;     // every request ever posted: each notifies completion_ once
   Status error_;            // the first error a wait returned; fails the transport at the end
   std::vector<std::pair<void*, size_t>> scratch_;  // returned to pool_ at the end
 };

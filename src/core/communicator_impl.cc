@@ -229,6 +229,7 @@ void CommunicatorImpl::execute(Op& op) {
     Context ctx(*transport_, options_, op.fp, *pool_);
     st = run_collective(ctx, op.args);
   }
+  transport_->end_operation();
   if (st.ok()) st = transport_->error();
   if (!st.ok()) {
     st = describe_failure(st, rank(), op.fp);

@@ -106,6 +106,8 @@ class Transport {
   // messages of a different operation with the same sequence (a mismatch) are caught even when
   // no receive is posted for them.
   virtual void begin_operation(const Fingerprint& fp) = 0;
+  // Called by the same thread when that collective has returned (successfully or not).
+  virtual void end_operation() {}
 
   // Sleeps until `completion` moves past `seen` or `deadline` passes (returns false then). A
   // transport may use the time to receive on the calling thread for `hint`'s peer, which saves

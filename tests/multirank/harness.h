@@ -102,13 +102,19 @@ class RankGroup {
   }
 
   // On rank `rank`'s thread: that rank's next collective (next sequence number, begin_operation,
-  // a fresh Context, run_collective), as the communicator runs it. `options` must outlive it.
+  // a fresh Context, run_collective, end_operation), as the communicator runs it. `options` must
+  // outlive the call.
   Status collective(int rank, const CollectiveArgs& args, const Options& options) {
     const Fingerprint fp = make_fingerprint(args, ++seq_[static_cast<size_t>(rank)]);
     Transport& t = transport(rank);
     t.begin_operation(fp);
-    Context ctx(t, options, fp, pool(rank));
-    return run_collective(ctx, args);
+    Status s;
+    {
+      Context ctx(t, options, fp, pool(rank));
+      s = run_collective(ctx, args);
+    }
+    t.end_operation();
+    return s;
   }
 
   // Skips a sequence number on `rank`, as if it had run a collective that others did not see.

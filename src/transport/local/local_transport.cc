@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/buffer_pool.h"
+
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -28,11 +30,18 @@ struct KeyHash {
   }
 };
 
+// Returns an eager copy to the fabric's pool (fresh pages would cost a fault per 4 KiB).
+struct PoolDeleter {
+  BufferPool* pool = nullptr;
+  size_t bytes = 0;
+  void operator()(std::byte* p) const { pool->release(p, bytes); }
+};
+
 // A message that arrived before its receive.
 struct Envelope {
   Fingerprint fp;
   size_t bytes = 0;
-  std::unique_ptr<std::byte[]> data;  // eager: an owned copy; the send is already complete
+  std::unique_ptr<std::byte, PoolDeleter> data;  // eager: an owned copy; the send is complete
   Request* send = nullptr;            // rendezvous: the sender's request, completed on match
   bool lost = false;  // a rendezvous whose sender failed: kept so its fingerprint is still checked
   const void* payload() const { return send != nullptr ? send->buf : data.get(); }
@@ -75,7 +84,8 @@ struct RankState {
 struct Fabric {
   Fabric(int n, LocalTransportOptions o) : options(o), ranks(static_cast<size_t>(n)) {}
   const LocalTransportOptions options;
-  std::deque<RankState> ranks;  // deque: RankState is not movable
+  BufferPool pool{/*max_per_class=*/64};  // eager copies; declared before ranks, outlives them
+  std::deque<RankState> ranks;            // deque: RankState is not movable
 };
 
 std::string mismatch_body(int sender, const Fingerprint& sfp, size_t sbytes, int receiver,
@@ -318,7 +328,9 @@ class LocalTransport final : public Transport {
     env.bytes = r->bytes;
     if (r->bytes <= fabric_->options.eager_threshold) {
       if (r->bytes > 0) {
-        env.data = std::make_unique_for_overwrite<std::byte[]>(r->bytes);
+        env.data = std::unique_ptr<std::byte, PoolDeleter>(
+            static_cast<std::byte*>(fabric_->pool.acquire(r->bytes)),
+            PoolDeleter{&fabric_->pool, r->bytes});
         std::memcpy(env.data.get(), r->buf, r->bytes);
       }
       box.unexpected[key].push_back(std::move(env));

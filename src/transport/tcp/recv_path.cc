@@ -65,62 +65,64 @@ Status TcpTransport::drain_reads(Peer& p, Connection& c) {
 
 bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
                         Completion::Clock::time_point deadline) {
-  if (hint == nullptr || hint->peer == rank_ || failed_.load(std::memory_order_acquire)) {
+  if (!op_active_.load(std::memory_order_acquire) || op_thread_ != std::this_thread::get_id() ||
+      failed_.load(std::memory_order_acquire)) {
     return completion.wait_for_change(seen, deadline);
   }
-  Peer& p = *peers_[hint->peer];
-  bool expected = false;
-  if (p.conns.empty() || !p.caller_reading.compare_exchange_strong(expected, true)) {
-    return completion.wait_for_change(seen, deadline);
-  }
-  constexpr size_t kMaxFds = 17;
-  pollfd fds[kMaxFds];
-  bool changed = false;
-  Status st;
-  // Poll the sockets without sleeping for a short while first: a reply on a quiet link comes
-  // back faster than a sleep and wake-up take.
+  // This thread owns the receive side of every socket (begin_operation): read what the hint's
+  // peer sent and whatever the reactor saw arrive, poll briefly, then sleep in poll() on all.
+  Peer* hinted = hint != nullptr && hint->peer != rank_ ? peers_[hint->peer].get() : nullptr;
   const auto spin_until = Completion::Clock::now() + kReadSpin;
-  while (st.ok()) {
-    for (auto& c : p.conns) {
-      st = drain_reads(p, *c);
-      if (!st.ok()) break;
+  std::vector<pollfd>& fds = poll_fds_;
+  while (true) {
+    if (hinted != nullptr) {
+      for (auto& c : hinted->conns) {
+        c->missed.store(false, std::memory_order_relaxed);
+        if (!drain_reads(*hinted, *c).ok()) return true;  // failed: every request is ending
+      }
     }
-    if (!st.ok()) break;
-    if (completion.generation() != seen) {
-      changed = true;
-      break;
+    for (auto& p : peers_) {
+      for (auto& c : p->conns) {
+        if (c->missed.exchange(false, std::memory_order_acq_rel) && !drain_reads(*p, *c).ok()) {
+          return true;
+        }
+      }
     }
+    if (completion.generation() != seen) return true;
     auto now = Completion::Clock::now();
-    if (now >= deadline) break;
-    if (now < spin_until) continue;
-    size_t n = 0;
-    for (auto& c : p.conns) {
-      if (n + 1 < kMaxFds && !c->closed && !c->eof) fds[n++] = {c->fd.get(), POLLIN, 0};
+    if (now >= deadline) return false;
+    if (failed_.load(std::memory_order_acquire)) return completion.wait_for_change(seen, deadline);
+    if (now < spin_until && hinted != nullptr) continue;
+
+    fds.clear();
+    for (auto& p : peers_) {
+      for (auto& c : p->conns) {
+        if (!c->closed && !c->eof) fds.push_back({c->fd.get(), POLLIN, 0});
+      }
     }
-    if (n == 0) break;  // nothing left to read here: sleep on the completion below
-    fds[n++] = {wake_.get(), POLLIN, 0};
+    if (fds.empty()) return completion.wait_for_change(seen, deadline);
+    fds.push_back({wake_.get(), POLLIN, 0});
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     int ms = static_cast<int>(std::clamp<int64_t>(left + 1, 1, 50));
     // Completions by other threads write the eventfd only while this thread sleeps in poll().
     completion.set_poll_fd(wake_.get());
-    if (completion.generation() == seen) ::poll(fds, n, ms);
+    if (completion.generation() == seen) ::poll(fds.data(), fds.size(), ms);
     completion.set_poll_fd(-1);
-    if (fds[n - 1].revents & POLLIN) {
+    if (fds.back().revents & POLLIN) {
       uint64_t v;
       [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
     }
+    size_t i = 0;
+    for (auto& p : peers_) {
+      for (auto& c : p->conns) {
+        if (c->closed || c->eof) continue;
+        if (i < fds.size() - 1 && fds[i].fd == c->fd.get() && fds[i].revents != 0) {
+          c->missed.store(true, std::memory_order_relaxed);
+        }
+        ++i;
+      }
+    }
   }
-  p.caller_reading.store(false, std::memory_order_seq_cst);
-  // Readiness the reactor left to this caller is picked up here.
-  for (auto& c : p.conns) {
-    if (!c->missed.exchange(false, std::memory_order_seq_cst)) continue;
-    Status s = drain_reads(p, *c);
-    if (st.ok()) st = s;
-  }
-  if (!st.ok()) fail_async(st);
-  if (changed || completion.generation() != seen) return true;
-  if (Completion::Clock::now() >= deadline) return false;
-  return completion.wait_for_change(seen, deadline);
 }
 
 Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {

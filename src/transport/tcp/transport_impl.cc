@@ -98,7 +98,24 @@ void TcpTransport::begin_operation(const Fingerprint& fp) {
       if (!st.ok()) break;
     }
   }
-  if (!st.ok()) fail(st);
+  if (!st.ok()) {
+    fail(st);
+    return;
+  }
+  op_thread_ = std::this_thread::get_id();
+  for (auto& p : peers_) p->caller_reading.store(true, std::memory_order_seq_cst);
+  op_active_.store(true, std::memory_order_release);
+}
+
+void TcpTransport::end_operation() {
+  if (!op_active_.exchange(false, std::memory_order_acq_rel)) return;
+  for (auto& p : peers_) p->caller_reading.store(false, std::memory_order_seq_cst);
+  // Readiness the reactor left to this thread is picked up here.
+  for (auto& p : peers_) {
+    for (auto& c : p->conns) {
+      if (c->missed.exchange(false, std::memory_order_seq_cst)) (void)drain_reads(*p, *c);
+    }
+  }
 }
 
 void TcpTransport::fail_async(const Status& status) {

@@ -8,12 +8,14 @@
 // (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order.
 #pragma once
 
+#include <poll.h>
 #include <sys/epoll.h>
 
 #include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "base/fd.h"
@@ -104,6 +106,7 @@ class TcpTransport final : public Transport {
   bool wait(Completion& completion, uint32_t seen, const Request* hint,
             Completion::Clock::time_point deadline) override;
   void begin_operation(const Fingerprint& fp) override;
+  void end_operation() override;
   void fail(const Status& status) override;
   Status error() const override;
 
@@ -156,6 +159,11 @@ class TcpTransport final : public Transport {
   std::vector<Unexpected*> unexp_free_;                     // guarded by unexp_mu_
 
   Fd wake_;  // eventfd a caller waiting in poll() is woken through (see wait())
+  // The executing thread owns every socket's receive side from begin_operation to
+  // end_operation: it reads whenever it waits, and the reactor only notes readiness.
+  std::atomic<bool> op_active_{false};
+  std::thread::id op_thread_;  // written by that thread before op_active_ is set
+  std::vector<pollfd> poll_fds_;  // wait()'s scratch; only the operation's thread uses it
   std::atomic<int> goodbyes_{0};
   Completion closing_;
 };
