@@ -118,6 +118,13 @@ Status Context::wait_all(std::span<const Handle> hs) {
   // that the first error surfaces at once, whichever request it hits.
   std::vector<Handle> left(hs.begin(), hs.end());
   size_t pending = left.size();
+  // A pending receive if there is one: the peer this rank is really waiting for.
+  auto waited_for = [&] {
+    for (size_t i = 0; i < pending; ++i) {
+      if (left[i]->kind == Request::Kind::recv) return left[i];
+    }
+    return left[0];
+  };
   while (pending > 0) {
     const uint32_t seen = completion_.generation();
     for (size_t i = 0; i < pending;) {
@@ -131,27 +138,12 @@ Status Context::wait_all(std::span<const Handle> hs) {
       if (!s.ok()) return s;
     }
     if (pending == 0) break;
-    // Let the transport receive on this thread for a peer we wait on (a receive if any).
-    Handle hint = left[0];
-    for (size_t i = 0; i < pending; ++i) {
-      if (left[i]->kind == Request::Kind::recv) {
-        hint = left[i];
-        break;
-      }
-    }
-    if (!transport_.wait(completion_, seen, hint, deadline_)) {
+    // The transport may receive on this thread for that peer while it waits.
+    if (!transport_.wait(completion_, seen, waited_for(), deadline_)) {
       bool any_done = false;
       for (size_t i = 0; i < pending; ++i) any_done = any_done || left[i]->done();
       if (any_done) continue;
-      // Name a receive if there is one: that is the peer this rank is really waiting for.
-      Handle blame = left[0];
-      for (size_t i = 0; i < pending; ++i) {
-        if (left[i]->kind == Request::Kind::recv) {
-          blame = left[i];
-          break;
-        }
-      }
-      Status s = timeout_error(*blame);
+      Status s = timeout_error(*waited_for());
       if (error_.ok()) error_ = s;
       return s;
     }

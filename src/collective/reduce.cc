@@ -101,8 +101,9 @@ Status reduce_ring(Context& ctx, const CollectiveArgs& args) {
 Status reduce_direct(Context& ctx, const CollectiveArgs& args) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t bytes = args.count * args.elem_size();
+  if (bytes == 0) return Status::success();  // no messages at all, on any rank
   if (r != args.root) return ctx.send(args.root, 0, args.send, bytes);
-  if (n == 1 || bytes == 0) {
+  if (n == 1) {
     copy_bytes(args.recv, args.send, bytes);
     return Status::success();
   }

@@ -130,10 +130,11 @@ TEST_P(Mismatch, AlltoallvByteCounts) {
         return a;
       },
       options);
+  // Rank 1 receives the wrong size; rank 0's own exchange was fine, so it may even succeed.
   EXPECT_EQ(st[1].code(), ErrorCode::mismatch) << st[1].to_string();
-  EXPECT_TRUE(contains(st[1], "rank 0 sent 12 bytes")) << st[1].to_string();
-  EXPECT_TRUE(contains(st[1], "rank 1 expected 8 bytes")) << st[1].to_string();
-  EXPECT_FALSE(st[0].ok());
+  EXPECT_TRUE(contains(st[1], "12 bytes") && contains(st[1], "8 bytes")) << st[1].to_string();
+  EXPECT_TRUE(contains(st[1], "rank 0") && contains(st[1], "rank 1")) << st[1].to_string();
+  EXPECT_TRUE(st[0].ok() || st[0].code() == ErrorCode::mismatch) << st[0].to_string();
 }
 
 TEST_P(Mismatch, SkippedSequenceNumber) {
@@ -149,8 +150,11 @@ TEST_P(Mismatch, SkippedSequenceNumber) {
         return allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 4);
       },
       short_timeout);
-  // Different sequence numbers never match: the ranks time out (or lose a timed-out peer).
+  // Rank 2 gets messages of an operation it believes it has left: a mismatch (or, failing that,
+  // the ranks time out). Nobody succeeds and nobody hangs.
   for (int r = 0; r < 3; ++r) EXPECT_FALSE(st[static_cast<size_t>(r)].ok());
+  EXPECT_EQ(st[2].code(), ErrorCode::mismatch) << st[2].to_string();
+  EXPECT_TRUE(contains(st[2], "never received")) << st[2].to_string();
   EXPECT_LT(Clock::now() - start, milliseconds(3000));
 }
 
@@ -175,18 +179,26 @@ TEST_P(Timeout, MissingRankIsNamed) {
         r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 1024), options);
     took[static_cast<size_t>(r)] = Clock::now() - start;
   });
+  // A transport may relay the first rank's timeout to the others ("rank 0 reports: ...") before
+  // their own deadline; either way each ends with a timeout that names rank 3.
   for (int r = 0; r < 3; ++r) {
     const Status& s = st[static_cast<size_t>(r)];
     EXPECT_EQ(s.code(), ErrorCode::timeout) << s.to_string();
-    EXPECT_EQ(s.message(), fmt::format("rank {}: allreduce #1 (f32 x 1024, sum) timed out after "
-                                       "0.3 s waiting for rank 3",
-                                       r));
-    EXPECT_GE(took[static_cast<size_t>(r)], milliseconds(300));
+    EXPECT_TRUE(contains(s, "allreduce #1 (f32 x 1024, sum) timed out after 0.3 s waiting for rank 3"))
+        << s.to_string();
+    EXPECT_GE(took[static_cast<size_t>(r)], milliseconds(250));
     EXPECT_LT(took[static_cast<size_t>(r)], milliseconds(300 + 700));
   }
+  bool own = false;  // at least one rank hit its own deadline
+  for (int r = 0; r < 3; ++r) {
+    own = own || st[static_cast<size_t>(r)].message().starts_with(fmt::format("rank {}: ", r));
+  }
+  EXPECT_TRUE(own) << "no rank reported its own timeout";
 }
 
-// In a ring only rank 3's successor waits on it directly; the rest end once a neighbour stops.
+// In a ring only rank 3's successor waits on it directly; the others wait on neighbours that
+// wait on it. Whichever deadline passes first ends everything: each rank reports a timeout (its
+// own or one relayed from a peer) or the loss of a peer that stopped, well within the limit.
 TEST_P(Timeout, RingEndsEverywhereInBoundedTime) {
   RankGroup g(transport_factory(GetParam()), 4);
   Options options = harness_options();
@@ -201,13 +213,14 @@ TEST_P(Timeout, RingEndsEverywhereInBoundedTime) {
         r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 1000), options);
   });
   EXPECT_LT(Clock::now() - start, milliseconds(300 + 1000));
-  EXPECT_EQ(st[0].code(), ErrorCode::timeout) << st[0].to_string();
-  EXPECT_TRUE(contains(st[0], "waiting for rank 3")) << st[0].to_string();
-  for (int r = 1; r < 3; ++r) {
-    const ErrorCode c = st[static_cast<size_t>(r)].code();
-    EXPECT_TRUE(c == ErrorCode::timeout || c == ErrorCode::peer_lost)
-        << st[static_cast<size_t>(r)].to_string();
+  bool any_timeout = false;
+  for (int r = 0; r < 3; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_TRUE(s.code() == ErrorCode::timeout || s.code() == ErrorCode::peer_lost)
+        << s.to_string();
+    any_timeout = any_timeout || contains(s, "allreduce #1 (f32 x 1000, sum) timed out after 0.3 s");
   }
+  EXPECT_TRUE(any_timeout);
 }
 
 INSTANTIATE_TEST_SUITE_P(Failure, Timeout, ::testing::ValuesIn(transport_names()),
@@ -234,9 +247,12 @@ TEST_P(FailDuringWait, AbsentRankFails) {
         r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 64), options);
   });
   EXPECT_LT(Clock::now() - start, milliseconds(2000));
+  // peer_lost where only the requests waiting on rank 2 end (local), or rank 2's own code where
+  // the transport relays the failure to every peer (TCP); the reason travels in the message.
   for (int r = 0; r < 2; ++r) {
     const Status& s = st[static_cast<size_t>(r)];
-    EXPECT_EQ(s.code(), ErrorCode::peer_lost) << s.to_string();
+    EXPECT_TRUE(s.code() == ErrorCode::peer_lost || s.code() == ErrorCode::aborted)
+        << s.to_string();
     EXPECT_TRUE(contains(s, "test abort")) << s.to_string();
   }
   EXPECT_EQ(g.transport(2).error().code(), ErrorCode::aborted);
@@ -279,7 +295,9 @@ TEST_P(FailDuringWait, LaterOperationsFailAtOnce) {
       },
       options);
   EXPECT_LT(Clock::now() - start, milliseconds(1000));
-  EXPECT_EQ(st[0].code(), ErrorCode::peer_lost) << st[0].to_string();
+  EXPECT_TRUE(st[0].code() == ErrorCode::peer_lost || st[0].code() == ErrorCode::aborted)
+      << st[0].to_string();
+  EXPECT_TRUE(contains(st[0], "rank 1: gone")) << st[0].to_string();
   EXPECT_EQ(st[1].code(), ErrorCode::aborted) << st[1].to_string();
 }
 

@@ -186,6 +186,31 @@ TEST_P(LocalTransportTest, BeginOperationCatchesAnEarlyMessageOfAnotherCall) {
   ASSERT_TRUE(s6.wait());
 }
 
+// A message of an operation the receiver has left without taking it: the receiver's transport
+// fails with a mismatch that names both operations (the TCP transport does the same).
+TEST_P(LocalTransportTest, MessageOfAnOperationTheReceiverLeftIsAMismatch) {
+  int32_t a = 1;
+  t_[0]->begin_operation(fp_of(OpKind::reduce, 1, 3));
+  t_[1]->begin_operation(fp_of(OpKind::reduce, 1, 3));
+  Req s(Request::Kind::send, 1, collective_tag(3, 0), &a, 4, fp_of(OpKind::reduce, 1, 3));
+  t_[0]->post_send(&s.r);  // rank 1 never receives it
+  t_[1]->begin_operation(fp_of(OpKind::reduce, 1, 4));
+  EXPECT_EQ(t_[1]->error().code(), ErrorCode::mismatch);
+  EXPECT_EQ(t_[1]->error().message(),
+            "rank 1: rank 0 sent a message of reduce #3 (f32 x 1, sum, root -1) that rank 1 (now "
+            "in reduce #4 (f32 x 1, sum, root -1)) never received: the ranks called different "
+            "collectives");
+  ASSERT_TRUE(s.wait());
+  // And a late message of a finished operation is caught when it arrives.
+  t_[2]->begin_operation(fp_of(OpKind::reduce, 1, 4));
+  Req late(Request::Kind::send, 2, collective_tag(3, 0), &a, 4, fp_of(OpKind::reduce, 1, 3));
+  t_[0]->post_send(&late.r);
+  ASSERT_TRUE(late.wait());
+  EXPECT_EQ(late.r.status.code(), ErrorCode::mismatch);
+  EXPECT_NE(t_[2]->error().message().find("never received"), std::string::npos)
+      << t_[2]->error().message();
+}
+
 TEST_P(LocalTransportTest, FailEndsOwnRequestsAndPeersWaitingOnIt) {
   const Fingerprint fp = fp_of(OpKind::allreduce, 1);
   int32_t x = 0, y = 0, big[1024] = {};

@@ -1,9 +1,10 @@
 // weft_process_child: a rank program for failure tests under `weft run`.
 //
-//   weft_process_child VICTIM ITERATIONS [kill|stop]
+//   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort]
 //
 // Joins through Communicator::from_env and runs ITERATIONS small allreduces. Rank VICTIM, after
-// half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs). The other ranks ignore SIGTERM,
+// half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs), calls a broadcast instead of the
+// allreduce (mismatch), or calls abort() and exits 9 (abort). The other ranks ignore SIGTERM,
 // so the launcher's clean-up cannot hide what the library reports: each prints
 // "rank R: failed after S s: <status>" and exits 7 when an operation fails, or exits 0 when all
 // succeed. A VICTIM of -1 runs the loop to the end on every rank.
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "weft/communicator.h"
 
@@ -24,7 +26,10 @@ int main(int argc, char** argv) {
   }
   const int victim = std::atoi(argv[1]);
   const int iterations = std::atoi(argv[2]);
-  const int fault = argc > 3 && std::strcmp(argv[3], "stop") == 0 ? SIGSTOP : SIGKILL;
+  const char* mode = argc > 3 ? argv[3] : "kill";
+  const int fault = std::strcmp(mode, "stop") == 0 ? SIGSTOP : SIGKILL;
+  const bool mismatch = std::strcmp(mode, "mismatch") == 0;
+  const bool abort_mode = std::strcmp(mode, "abort") == 0;
   ::signal(SIGTERM, SIG_IGN);
 
   auto comm = weft::Communicator::from_env();
@@ -37,9 +42,17 @@ int main(int argc, char** argv) {
   for (float& v : in) v = static_cast<float>(rank);
   auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) {
-    if (rank == victim && i == iterations / 2) ::kill(::getpid(), fault);
+    const bool turn = rank == victim && i == iterations / 2;
+    if (turn && abort_mode) {
+      comm.value()->abort("the test asked rank " + std::to_string(rank) + " to abort");
+      std::printf("rank %d: aborted\n", rank);
+      std::fflush(stdout);
+      std::_Exit(9);
+    }
+    if (turn && !mismatch) ::kill(::getpid(), fault);
     weft::Status st =
-        comm.value()->allreduce(in, out, 64, weft::DataType::fp32, weft::ReduceOp::sum);
+        turn ? comm.value()->broadcast(in, 64, weft::DataType::fp32, 0)
+             : comm.value()->allreduce(in, out, 64, weft::DataType::fp32, weft::ReduceOp::sum);
     if (!st.ok()) {
       std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
       std::printf("rank %d: failed after %.1f s: %s\n", rank, elapsed.count(),

@@ -34,6 +34,7 @@ TEST(CommunicatorFailureTest, SurvivorsReportALostPeer) {
     EXPECT_TRUE(contains(r.out, rank)) << r.out << r.err;
   }
   EXPECT_TRUE(contains(r.out, "peer lost")) << r.out;
+  EXPECT_TRUE(contains(r.out, "rank 1")) << r.out;  // the error names the dead rank
   for (const std::string rank : {"0", "2"}) {  // they ended on their own, with the error
     EXPECT_TRUE(
         contains(r.err, "rank " + rank + ": exit 7") ||
@@ -54,6 +55,32 @@ TEST(CommunicatorFailureTest, SurvivorsTimeOutOnAHungPeer) {
   EXPECT_LT(r.elapsed, milliseconds(20000)) << r.out << r.err;
   EXPECT_TRUE(contains(r.out, "timeout") || contains(r.out, "timed out")) << r.out;
   EXPECT_TRUE(contains(r.err, "rank 2: terminated by launcher")) << r.err;
+}
+
+TEST(CommunicatorFailureTest, MismatchedCollectivesFailOnEveryRank) {
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "1", "100", "mismatch"});
+  EXPECT_EQ(r.exit_code, 7) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
+  for (const char* rank : {"[0] rank 0: failed", "[1] rank 1: failed", "[2] rank 2: failed"}) {
+    EXPECT_TRUE(contains(r.out, rank)) << r.out << r.err;
+  }
+  EXPECT_TRUE(contains(r.out, "mismatch")) << r.out;
+  EXPECT_TRUE(contains(r.out, "broadcast #51")) << r.out;  // both calls are named
+  EXPECT_TRUE(contains(r.out, "allreduce #51")) << r.out;
+}
+
+TEST(CommunicatorFailureTest, AbortOnOneRankEndsTheOthers) {
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "2", "100", "abort"});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "[2] rank 2: aborted")) << r.out;
+  for (const char* rank : {"[0] rank 0: failed", "[1] rank 1: failed"}) {
+    EXPECT_TRUE(contains(r.out, rank)) << r.out << r.err;
+  }
+  EXPECT_TRUE(contains(r.out, "the test asked rank 2 to abort") || contains(r.out, "rank 2"))
+      << r.out;
 }
 
 }  // namespace

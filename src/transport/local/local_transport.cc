@@ -153,7 +153,9 @@ class LocalTransport final : public Transport {
   void post_send(Request* r) override {
     if (!check_peer(r)) return;
     const uint64_t seq = r->fp.seq;
+    const int dst_rank = r->peer;
     std::string mismatch;  // this rank's operation disagrees with the receiver's
+    Status stale;          // the receiver has moved past this message's operation
     {
       RankState& dst = at(r->peer);
       Mailbox& box = dst.box;
@@ -165,6 +167,10 @@ class LocalTransport final : public Transport {
         Status s = lost_or_mismatch(*r, &mismatch);
         if (mismatch.empty()) return r->complete(std::move(s));
         r->complete(std::move(s));
+      } else if (box.has_op && is_collective(r->fp) && seq < box.op.seq) {
+        // The receiver finished this operation without taking the message.
+        stale = Status(ErrorCode::mismatch, stale_text(rank_, r->fp, r->peer, box.op));
+        r->complete(Status(ErrorCode::mismatch, fmt::format("rank {}: {}", rank_, stale.message())));
       } else {
         if (box.has_op && is_collective(r->fp) && box.op.seq == seq &&
             !fingerprints_compatible(r->fp, box.op)) {
@@ -176,6 +182,11 @@ class LocalTransport final : public Transport {
           if (mismatch.empty()) return;
         }
       }
+    }
+    if (!stale.ok()) {
+      fail_rank(dst_rank, Status(ErrorCode::mismatch,
+                                 fmt::format("rank {}: {}", dst_rank, stale.message())));
+      return;
     }
     mark_op_mismatch(rank_, seq, mismatch);
   }
@@ -226,6 +237,7 @@ class LocalTransport final : public Transport {
 
   void begin_operation(const Fingerprint& fp) override {
     std::vector<std::pair<int, std::string>> senders;  // to tell once this lock is released
+    std::string stale;  // a message of an earlier operation that this rank never received
     {
       Mailbox& box = self().box;
       std::lock_guard<std::mutex> lock(box.mu);
@@ -241,6 +253,9 @@ class LocalTransport final : public Transport {
       for (auto it = box.unexpected.begin(); it != box.unexpected.end();) {
         auto& queue = it->second;
         for (auto e = queue.begin(); e != queue.end();) {
+          if (is_collective(e->fp) && !e->lost && e->fp.seq < fp.seq && stale.empty()) {
+            stale = stale_text(it->first.peer, e->fp, rank_, fp);
+          }
           if (!is_collective(e->fp) || e->fp.seq != fp.seq ||
               fingerprints_compatible(e->fp, fp)) {
             ++e;
@@ -257,27 +272,48 @@ class LocalTransport final : public Transport {
       }
     }
     for (const auto& [sender, body] : senders) mark_op_mismatch(sender, fp.seq, body);
+    if (!stale.empty()) {
+      fail(Status(ErrorCode::mismatch, fmt::format("rank {}: {}", rank_, stale)));
+    }
   }
 
-  void fail(const Status& status) override {
+  void fail(const Status& status) override { fail_rank(rank_, status); }
+
+  Status error() const override { return self().first_error(); }
+
+ private:
+  RankState& at(int rank) const { return fabric_->ranks[static_cast<size_t>(rank)]; }
+  RankState& self() const { return at(rank_); }
+
+  static std::string stale_text(int sender, const Fingerprint& sfp, int receiver,
+                                const Fingerprint& now) {
+    return fmt::format(
+        "rank {} sent a message of {} that rank {} (now in {}) never received: the ranks "
+        "called different collectives",
+        sender, sfp.describe(), receiver, now.describe());
+  }
+
+  // fail() for rank `who`: this one, or a receiver found to have skipped a message.
+  void fail_rank(int who, const Status& status) {
+    RankState& failing = at(who);
     {
-      std::lock_guard<std::mutex> lock(self().state_mu);
-      if (self().error.ok()) {
-        self().error = status.ok() ? Status(ErrorCode::internal,
-                                            fmt::format("rank {}: fail() with ok", rank_))
-                                   : status;
+      std::lock_guard<std::mutex> lock(failing.state_mu);
+      if (failing.error.ok()) {
+        failing.error = status.ok() ? Status(ErrorCode::internal,
+                                             fmt::format("rank {}: fail() with ok", who))
+                                    : status;
       }
     }
-    self().failed.store(true);
-    const Status mine = self().first_error();
+    failing.failed.store(true);
+    const Status mine = failing.first_error();
     for (int d = 0; d < size(); ++d) {
-      if (d != rank_) sweep_peer(d, mine);
+      if (d != who) sweep_peer(who, d, mine);
     }
     // This rank's own receives end with its error; peers' rendezvous sends waiting here end as
     // lost (or mismatched) peers; eager copies are dropped.
     std::vector<std::tuple<int, uint64_t, std::string>> senders;  // mismatched, to tell after
     {
-      Mailbox& box = self().box;
+      Mailbox& box = failing.box;
       std::lock_guard<std::mutex> lock(box.mu);
       for (auto& [key, queue] : box.posted) {
         for (Request* r : queue) r->complete(mine);
@@ -296,12 +332,6 @@ class LocalTransport final : public Transport {
     }
     for (const auto& [sender, seq, body] : senders) mark_op_mismatch(sender, seq, body);
   }
-
-  Status error() const override { return self().first_error(); }
-
- private:
-  RankState& at(int rank) const { return fabric_->ranks[static_cast<size_t>(rank)]; }
-  RankState& self() const { return at(rank_); }
 
   bool check_peer(Request* r) {
     if (r->peer >= 0 && r->peer < size()) return true;
@@ -342,14 +372,14 @@ class LocalTransport final : public Transport {
     return "";
   }
 
-  // Under peer d's lock, when this rank fails: its rendezvous sends queued at d end with this
-  // rank's error (leaving a `lost` marker so d still checks their fingerprints), and d's receives
-  // from this rank end as lost peers, or as mismatches when d's call disagreed with this rank's.
-  void sweep_peer(int d, const Status& mine) {
+  // Under peer d's lock, when rank `failing` fails: its rendezvous sends queued at d end with its
+  // error (leaving a `lost` marker so d still checks their fingerprints), and d's receives from
+  // it end as lost peers, or as mismatches when d's call disagreed with the failed rank's.
+  void sweep_peer(int failing, int d, const Status& mine) {
     Mailbox& box = at(d).box;
     std::lock_guard<std::mutex> lock(box.mu);
     for (auto& [key, queue] : box.unexpected) {
-      if (key.peer != rank_) continue;
+      if (key.peer != failing) continue;
       for (Envelope& e : queue) {
         if (e.send == nullptr) continue;
         e.send->complete(mine);
@@ -358,7 +388,7 @@ class LocalTransport final : public Transport {
       }
     }
     for (auto it = box.posted.begin(); it != box.posted.end();) {
-      if (it->first.peer != rank_) {
+      if (it->first.peer != failing) {
         ++it;
         continue;
       }

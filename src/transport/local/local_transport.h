@@ -8,6 +8,14 @@
 // the receiver's queue, still pointing at the sender's buffer, and its send completes only when
 // the receive is posted (rendezvous). eager_threshold = 0 makes every send a rendezvous, which
 // proves that an algorithm never waits for a send before posting the receive that drains it.
+//
+// Mismatches: a message whose Fingerprint disagrees with the receive, or with the operation the
+// receiver announced through begin_operation, ends both sides with ErrorCode::mismatch and marks
+// both ranks' operations, so each learns of it itself. A message of an operation the receiver has
+// already left (it never received it) fails the receiver's transport with ErrorCode::mismatch, as
+// the TCP transport does. fail() ends the rank's own requests with its error and the peers'
+// requests that wait on it with ErrorCode::peer_lost (mismatch when their call disagreed with
+// the failed rank's); other requests of the peers are not touched.
 #pragma once
 
 #include <cstddef>
