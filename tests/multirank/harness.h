@@ -24,7 +24,9 @@
 #include "collective/context.h"
 #include "runtime/buffer_pool.h"
 #include "transport/local/local_transport.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
+#include "weft/store.h"
 #include "weft/options.h"
 
 namespace weft::harness {
@@ -36,6 +38,66 @@ struct NamedTransportFactory {
   TransportFactory make;
 };
 
+// A TCP transport plus the BufferPool it needs, which must outlive it.
+class OwningTcpTransport final : public Transport {
+ public:
+  OwningTcpTransport(std::unique_ptr<BufferPool> pool, std::unique_ptr<Transport> inner)
+      : pool_(std::move(pool)), inner_(std::move(inner)) {}
+  ~OwningTcpTransport() override { inner_.reset(); }
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void post_send(Request* r) override { inner_->post_send(r); }
+  void post_recv(Request* r) override { inner_->post_recv(r); }
+  void begin_operation(const Fingerprint& fp) override { inner_->begin_operation(fp); }
+  void end_operation() override { inner_->end_operation(); }
+  bool wait(Completion& c, uint32_t seen, const Request* hint,
+            Completion::Clock::time_point deadline) override {
+    return inner_->wait(c, seen, hint, deadline);
+  }
+  void fail(const Status& s) override { inner_->fail(s); }
+  Status error() const override { return inner_->error(); }
+
+ private:
+  std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<Transport> inner_;
+};
+
+// n TCP transports on loopback, connected through an in-memory store. Small eager threshold and
+// chunk size so that rendezvous, credits and striping over 2 sockets are all exercised.
+inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
+  auto store = make_memory_store();
+  std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::string error;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      TcpTransportConfig cfg;
+      cfg.rank = r;
+      cfg.size = n;
+      cfg.token = 42;
+      cfg.host_id = "test-host";
+      cfg.options.rank = r;
+      cfg.options.size = n;
+      cfg.options.eager_threshold = 4096;
+      cfg.options.eager_credit_bytes = 64 * 1024;
+      cfg.options.connect_timeout = std::chrono::seconds(30);
+      auto pool = std::make_unique<BufferPool>();
+      auto t = make_tcp_transport(cfg, *store, *pool);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!t.ok()) {
+        error = t.status().to_string();
+        return;
+      }
+      out[static_cast<size_t>(r)] =
+          std::make_unique<OwningTcpTransport>(std::move(pool), std::move(t.value()));
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw std::runtime_error("tcp transports: " + error);
+  return out;
+}
+
 // "local": in-process, small messages eager, large ones rendezvous (like TCP).
 // "local_rendezvous": every send waits for its receive, which catches any algorithm that waits
 // on a send before posting the receive that would drain it.
@@ -44,6 +106,7 @@ inline const std::vector<NamedTransportFactory>& transport_factories() {
       {"local", [](int n) { return make_local_transports(n); }},
       {"local_rendezvous",
        [](int n) { return make_local_transports(n, LocalTransportOptions{.eager_threshold = 0}); }},
+      {"tcp", [](int n) { return make_tcp_transports(n); }},
   };
   return factories;
 }
