@@ -33,6 +33,7 @@ inline void run_comm_ranks(int n, const Options& base,
       Options o = base;
       o.rank = r;
       o.size = n;
+      if (o.host_id.empty()) o.host_id = "host-" + std::to_string(r);
       auto comm = Communicator::create(o, store);
       ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status().to_string();
       fn(*comm.value());

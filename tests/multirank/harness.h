@@ -62,8 +62,9 @@ class OwningTcpTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
 };
 
-// n TCP transports on loopback, connected through an in-memory store. Small eager threshold and
-// chunk size so that rendezvous, credits and striping over 2 sockets are all exercised.
+// n TCP transports on loopback, connected through an in-memory store. A small eager threshold
+// and credit budget, and distinct host ids, so rendezvous, credits and striping over 2 sockets
+// per peer are all exercised.
 inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
   auto store = make_memory_store();
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
@@ -76,7 +77,10 @@ inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
       cfg.rank = r;
       cfg.size = n;
       cfg.token = 42;
-      cfg.host_id = "test-host";
+      // Every rank "on its own host" (over loopback) so pairs use 2 sockets and stripe.
+      cfg.host_id = "host-" + std::to_string(r);
+      cfg.options.interface = "lo";
+      cfg.options.sockets_per_peer = 2;
       cfg.options.rank = r;
       cfg.options.size = n;
       cfg.options.eager_threshold = 4096;

@@ -23,6 +23,8 @@ constexpr uint64_t kToken = 0x5eed5eed1234ull;
 // Connects to rank 0 as rank 1, sends a valid HELLO, then `hostile` bytes; keeps the socket open
 // until `release` is set so the failure comes from the bytes, not from a closed connection.
 void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& release) {
+  // Publish an address record like a real rank 1 (same host as rank 0: one socket per pair).
+  ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1")).ok());
   auto record = store.get_string("tcp/addr/0", 10s);
   ASSERT_TRUE(record.ok());
   std::istringstream in(record.value());

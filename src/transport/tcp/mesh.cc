@@ -37,7 +37,13 @@ Result<PeerAddress> parse_address(const std::string& text, int rank) {
   return a;
 }
 
-Status send_hello(int fd, const MeshConfig& c, int index) {
+// Peers on the same host share one socket (several only add system calls over loopback); remote
+// peers get Options::sockets_per_peer, over which large messages are striped.
+int sockets_for(const MeshConfig& c, const std::string& peer_host) {
+  return peer_host == c.host_id ? 1 : c.sockets_per_peer;
+}
+
+Status send_hello(int fd, const MeshConfig& c, int index, int count) {
   uint8_t buf[kHeaderBytes + kHelloPayload];
   FrameHeader h;
   h.type = FrameType::hello;
@@ -45,14 +51,29 @@ Status send_hello(int fd, const MeshConfig& c, int index) {
   h.length = kHelloPayload;
   encode_header(h, buf);
   Hello hello{c.token, static_cast<uint32_t>(c.rank), static_cast<uint32_t>(c.size),
-              static_cast<uint32_t>(index), static_cast<uint32_t>(c.sockets_per_peer)};
+              static_cast<uint32_t>(index), static_cast<uint32_t>(count)};
   encode_hello(hello, buf + kHeaderBytes);
   return write_all(fd, buf, sizeof(buf), c.deadline);
 }
 
 // Accepts every connection from higher ranks and files it by (rank, index) from its HELLO.
-Status accept_all(int listen_fd, const MeshConfig& c, std::vector<std::vector<Fd>>& sockets) {
-  size_t expected = static_cast<size_t>(c.size - 1 - c.rank) * c.sockets_per_peer;
+Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
+                  std::vector<std::vector<Fd>>& sockets) {
+  // Each higher rank opens sockets_for() sockets to this one; its record says which host it is on.
+  size_t expected = 0;
+  for (int peer = c.rank + 1; peer < c.size; ++peer) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        c.deadline - std::chrono::steady_clock::now());
+    auto record = store.get_string(addr_key(peer), std::max(left, std::chrono::milliseconds(1)));
+    if (!record.ok()) {
+      return record.status().with_context(
+          fmt::format("rank {}: waiting for the address of rank {}", c.rank, peer));
+    }
+    auto addr = parse_address(record.value(), peer);
+    if (!addr.ok()) return addr.status();
+    sockets[peer].resize(static_cast<size_t>(sockets_for(c, addr->host_id)));
+    expected += sockets[peer].size();
+  }
   for (size_t got = 0; got < expected;) {
     auto fd = accept_tcp(listen_fd, c.deadline);
     if (!fd.ok()) {
@@ -74,8 +95,8 @@ Status accept_all(int listen_fd, const MeshConfig& c, std::vector<std::vector<Fd
       continue;
     }
     if (hello.size != static_cast<uint32_t>(c.size) || hello.rank <= static_cast<uint32_t>(c.rank) ||
-        hello.rank >= hello.size || hello.socket_index >= static_cast<uint32_t>(c.sockets_per_peer) ||
-        hello.sockets_per_peer != static_cast<uint32_t>(c.sockets_per_peer) ||
+        hello.rank >= hello.size || hello.sockets_per_peer != sockets[hello.rank].size() ||
+        hello.socket_index >= hello.sockets_per_peer ||
         sockets[hello.rank][hello.socket_index].valid()) {
       return Status(ErrorCode::protocol,
                     fmt::format("rank {}: inconsistent HELLO from rank {} (size {}, socket {}/{}); "
@@ -92,10 +113,7 @@ Status accept_all(int listen_fd, const MeshConfig& c, std::vector<std::vector<Fd
 }  // namespace
 
 Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig& c) {
-  std::vector<std::vector<Fd>> sockets(c.size);
-  for (int p = 0; p < c.size; ++p) {
-    if (p != c.rank) sockets[p].resize(c.sockets_per_peer);
-  }
+  std::vector<std::vector<Fd>> sockets(c.size);  // sized per peer once its host is known
   if (c.size == 1) return sockets;
 
   auto ip = select_interface_address(c.interface);
@@ -109,7 +127,7 @@ Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig
   log::debug("rank {}: listening on {}:{} (host {})", c.rank, ip.value(), port.value(), c.host_id);
 
   Status accept_status;
-  std::thread acceptor([&] { accept_status = accept_all(listener->get(), c, sockets); });
+  std::thread acceptor([&] { accept_status = accept_all(listener->get(), store, c, sockets); });
 
   Status connect_status;
   for (int peer = 0; peer < c.rank && connect_status.ok(); ++peer) {
@@ -127,14 +145,16 @@ Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig
       break;
     }
     std::string target = addr->host_id == c.host_id ? "127.0.0.1" : addr->ip;
-    for (int i = 0; i < c.sockets_per_peer; ++i) {
+    const int count = sockets_for(c, addr->host_id);
+    sockets[peer].resize(static_cast<size_t>(count));
+    for (int i = 0; i < count; ++i) {
       auto fd = connect_tcp(target, addr->port, c.deadline);
       if (!fd.ok()) {
         connect_status = fd.status().with_context(
             fmt::format("rank {}: connecting to rank {}", c.rank, peer));
         break;
       }
-      connect_status = send_hello(fd->get(), c, i);
+      connect_status = send_hello(fd->get(), c, i, count);
       if (!connect_status.ok()) break;
       sockets[peer][i] = std::move(fd.value());
     }

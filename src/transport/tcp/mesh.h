@@ -1,4 +1,5 @@
-// Mesh set-up: connects every pair of ranks with `sockets_per_peer` TCP connections.
+// Mesh set-up: connects every pair of ranks: `sockets_per_peer` TCP connections between ranks on
+// different hosts, one between ranks on the same host (extra sockets only cost system calls there).
 //
 // Each rank listens on one port and publishes one record ("tcp/addr/<rank>": host id, address,
 // port) in the store; rank i connects to every rank j < i and accepts from every j > i, in
