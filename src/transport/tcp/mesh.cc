@@ -58,7 +58,7 @@ Status send_hello(int fd, const MeshConfig& c, int index, int count) {
 
 // Accepts every connection from higher ranks and files it by (rank, index) from its HELLO.
 Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
-                  std::vector<std::vector<Fd>>& sockets) {
+                  std::vector<std::vector<Fd>>& sockets, int& same_host) {
   // Each higher rank opens sockets_for() sockets to this one; its record says which host it is on.
   size_t expected = 0;
   for (int peer = c.rank + 1; peer < c.size; ++peer) {
@@ -72,6 +72,7 @@ Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
     auto addr = parse_address(record.value(), peer);
     if (!addr.ok()) return addr.status();
     sockets[peer].resize(static_cast<size_t>(sockets_for(c, addr->host_id)));
+    if (addr->host_id == c.host_id) ++same_host;
     expected += sockets[peer].size();
   }
   for (size_t got = 0; got < expected;) {
@@ -112,9 +113,12 @@ Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
 
 }  // namespace
 
-Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig& c) {
-  std::vector<std::vector<Fd>> sockets(c.size);  // sized per peer once its host is known
-  if (c.size == 1) return sockets;
+Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
+  Mesh mesh;
+  std::vector<std::vector<Fd>>& sockets = mesh.sockets;
+  sockets.resize(static_cast<size_t>(c.size));  // sized per peer once its host is known
+  if (c.size == 1) return mesh;
+  int same_host_above = 0, same_host_below = 0;
 
   auto ip = select_interface_address(c.interface);
   if (!ip.ok()) return ip.status();
@@ -127,7 +131,8 @@ Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig
   log::debug("rank {}: listening on {}:{} (host {})", c.rank, ip.value(), port.value(), c.host_id);
 
   Status accept_status;
-  std::thread acceptor([&] { accept_status = accept_all(listener->get(), store, c, sockets); });
+  std::thread acceptor(
+      [&] { accept_status = accept_all(listener->get(), store, c, sockets, same_host_above); });
 
   Status connect_status;
   for (int peer = 0; peer < c.rank && connect_status.ok(); ++peer) {
@@ -146,6 +151,7 @@ Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig
     }
     std::string target = addr->host_id == c.host_id ? "127.0.0.1" : addr->ip;
     const int count = sockets_for(c, addr->host_id);
+    if (addr->host_id == c.host_id) ++same_host_below;
     sockets[peer].resize(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
       auto fd = connect_tcp(target, addr->port, c.deadline);
@@ -167,7 +173,8 @@ Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig
   for (auto& per_peer : sockets) {
     for (auto& fd : per_peer) WEFT_RETURN_IF_ERROR(set_stream_options(fd.get()));
   }
-  return sockets;
+  mesh.local_ranks = 1 + same_host_above + same_host_below;
+  return mesh;
 }
 
 }  // namespace weft::tcp

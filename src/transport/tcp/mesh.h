@@ -28,7 +28,12 @@ struct MeshConfig {
   std::chrono::steady_clock::time_point deadline;
 };
 
-// Returns sockets[peer][index] (sockets[rank] is empty), set up with set_stream_options.
-Result<std::vector<std::vector<Fd>>> connect_mesh(Store& store, const MeshConfig& config);
+struct Mesh {
+  std::vector<std::vector<Fd>> sockets;  // sockets[peer][index]; sockets[rank] is empty
+  int local_ranks = 1;                   // ranks on this host, this one included
+};
+
+// Connects; every socket is set up with set_stream_options.
+Result<Mesh> connect_mesh(Store& store, const MeshConfig& config);
 
 }  // namespace weft::tcp

@@ -3,6 +3,7 @@
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@ namespace {
 constexpr size_t kInbufBytes = 64 * 1024;
 // How long a waiting caller polls its peer's sockets before it sleeps in poll().
 constexpr auto kReadSpin = std::chrono::microseconds(30);
+constexpr auto kYieldSpin = std::chrono::microseconds(200);
 
 bool is_collective(uint64_t tag) { return (tag & kP2pTagBit) == 0; }
 
@@ -72,7 +74,10 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
   // This thread owns the receive side of every socket (begin_operation): read what the hint's
   // peer sent and whatever the reactor saw arrive, poll briefly, then sleep in poll() on all.
   Peer* hinted = hint != nullptr && hint->peer != rank_ ? peers_[hint->peer].get() : nullptr;
-  const auto spin_until = Completion::Clock::now() + kReadSpin;
+  // With a core per rank, poll the sockets busily for a short while; with more ranks than cores,
+  // poll them between sched_yield() calls for a little longer, which lets the peer that must
+  // answer run on this core and still beats a sleep and wake-up.
+  const auto spin_until = Completion::Clock::now() + (spin_ ? kReadSpin : kYieldSpin);
   std::vector<pollfd>& fds = poll_fds_;
   while (true) {
     if (hinted != nullptr) {
@@ -92,7 +97,10 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     auto now = Completion::Clock::now();
     if (now >= deadline) return false;
     if (failed_.load(std::memory_order_acquire)) return completion.wait_for_change(seen, deadline);
-    if (now < spin_until && hinted != nullptr) continue;
+    if (now < spin_until && hinted != nullptr) {
+      if (!spin_) sched_yield();
+      continue;
+    }
 
     fds.clear();
     for (auto& p : peers_) {

@@ -289,10 +289,12 @@ Result<std::unique_ptr<Transport>> make_tcp_transport(const TcpTransportConfig& 
   mesh.host_id = config.host_id;
   mesh.interface = config.options.interface;
   mesh.deadline = std::chrono::steady_clock::now() + config.options.connect_timeout;
-  auto sockets = tcp::connect_mesh(store, mesh);
-  if (!sockets.ok()) return sockets.status();
+  auto connected = tcp::connect_mesh(store, mesh);
+  if (!connected.ok()) return connected.status();
   auto t = std::make_unique<tcp::TcpTransport>(config, pool);
-  WEFT_RETURN_IF_ERROR(t->start(std::move(sockets.value())));
+  // Polling sockets before sleeping only pays when every rank of this host has a core to itself.
+  t->set_spin(connected->local_ranks <= static_cast<int>(std::thread::hardware_concurrency()));
+  WEFT_RETURN_IF_ERROR(t->start(std::move(connected->sockets)));
   return std::unique_ptr<Transport>(std::move(t));
 }
 

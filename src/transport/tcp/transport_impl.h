@@ -111,6 +111,8 @@ class TcpTransport final : public Transport {
   Status error() const override;
 
   void close_gracefully(std::chrono::milliseconds timeout);
+  // Whether a waiting caller polls its sockets briefly before sleeping (see wait()).
+  void set_spin(bool spin) { spin_ = spin; }
 
  private:
   // send_path.cc
@@ -164,6 +166,7 @@ class TcpTransport final : public Transport {
   std::atomic<bool> op_active_{false};
   std::thread::id op_thread_;  // written by that thread before op_active_ is set
   std::vector<pollfd> poll_fds_;  // wait()'s scratch; only the operation's thread uses it
+  bool spin_ = true;              // fixed before start()
   std::atomic<int> goodbyes_{0};
   Completion closing_;
 };
