@@ -6,6 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <thread>
+
+#include <time.h>
 
 #include "multirank/comm_harness.h"
 
@@ -285,6 +288,28 @@ TEST(Communicator, AbortEndsThePeersPendingOperation) {
     EXPECT_FALSE(st.ok());
     EXPECT_LT(Clock::now() - t0, std::chrono::seconds(20));  // far below the 60 s timeout
     EXPECT_NE(st.message().find("rank 2"), std::string::npos) << st.message();
+  });
+}
+
+// A rank blocked waiting for a late peer sleeps: oversubscribed jobs (more ranks than cores)
+// depend on it. Its thread's CPU time stays far below the time it waited.
+TEST(Communicator, BlockedRankSleepsInsteadOfSpinning) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    float v = 1;
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      ASSERT_TRUE(c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum).ok());
+      return;
+    }
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    auto t0 = Clock::now();
+    ASSERT_TRUE(c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum).ok());
+    double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    double cpu = (cpu1.tv_sec - cpu0.tv_sec) + (cpu1.tv_nsec - cpu0.tv_nsec) * 1e-9;
+    EXPECT_GT(wall, 1.0);
+    EXPECT_LT(cpu, 0.2 * wall) << "cpu " << cpu << " s while blocked " << wall << " s";
   });
 }
 
