@@ -2,6 +2,10 @@
 // compiled for the way dst relates to the inputs.
 #include "reduce/reduce.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <atomic>
 #include <cstring>
 
@@ -26,18 +30,26 @@ const KernelTable* table_for(Isa isa) {
   return nullptr;
 }
 
+#if defined(WEFT_REDUCE_X86)
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_has(Isa isa) {
   switch (isa) {
     case Isa::generic: return true;
 #if defined(WEFT_REDUCE_X86)
     case Isa::avx2:
       __builtin_cpu_init();
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case Isa::avx512:
       __builtin_cpu_init();
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("f16c");
+             cpu_has_f16c();
 #else
     case Isa::avx2:
     case Isa::avx512: return false;
