@@ -130,27 +130,8 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     return work;
   }
   if (!op.p2p) {
-    const CollectiveArgs& a = op.args;
-    Fingerprint& fp = op.fp;
-    fp.kind = a.kind;
-    fp.seq = ++next_seq_;
-    fp.dtype = a.dtype;
-    fp.count = a.count;
-    bool reducing = a.kind == OpKind::allreduce || a.kind == OpKind::reduce ||
-                    a.kind == OpKind::reduce_scatter;
-    fp.op = reducing ? a.op : ReduceOp::sum;
-    bool rooted = a.kind == OpKind::broadcast || a.kind == OpKind::reduce ||
-                  a.kind == OpKind::gather || a.kind == OpKind::scatter;
-    fp.root = rooted ? a.root : -1;
-    if (a.kind == OpKind::allgatherv) {
-      fp.count = 0;
-      for (size_t c : a.recv_counts) fp.count += c;
-    } else if (a.kind == OpKind::alltoallv || a.kind == OpKind::barrier) {
-      fp.count = 0;
-    }
-    if (a.kind == OpKind::barrier) fp.dtype = DataType::uint8;
-  }
-  if (op.p2p) {
+    op.fp = make_fingerprint(op.args, ++next_seq_);
+  } else {
     std::erase_if(p2p_in_flight_, [](const auto& w) { return w->test(); });
     p2p_in_flight_.push_back(work);
   }
