@@ -3,16 +3,17 @@
 # loopback, with the same sizes, iterations and timing rule (max over ranks of the mean time).
 #
 #   bench/compare.sh [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-i ITERS] [-w WARMUP]
-#                    [--build-dir DIR] [--no-setup] [--keep]
+#                    [-r ROUNDS] [--build-dir DIR] [--no-setup]
 #
 # Installs what it needs (scripts/setup.sh --bench), builds weft and the two baselines
 # (bench/baselines/, CMake option WEFT_BUILD_BASELINES) in a separate Release build directory,
-# runs the three sweeps plus an 8-byte latency run, and prints one table of bus bandwidth
-# (out of place, nccl-tests definition: algbw * 2(n-1)/n) and the ratios. Raw outputs are kept
-# in the build directory (compare-*.txt). Figures vary with load: compare ratios of one run.
+# runs the three sweeps plus an 8-byte latency run ROUNDS times, interleaved (weft, mpi, gloo,
+# weft, ...), and prints one table of bus bandwidth (out of place, nccl-tests definition:
+# algbw * 2(n-1)/n) from the median time of the rounds, and the ratios. Raw outputs are kept in
+# the build directory (compare-NAME.rK.txt). Figures vary with load: compare ratios of one run.
 set -euo pipefail
 
-ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200
+ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200 rounds=3
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-compare"
 setup=1
@@ -25,6 +26,7 @@ while [ $# -gt 0 ]; do
     -f) factor="$2"; shift 2 ;;
     -i) iters="$2"; shift 2 ;;
     -w) warmup="$2"; shift 2 ;;
+    -r) rounds="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
     --no-setup) setup=0; shift ;;
     -h|--help) usage 0 ;;
@@ -54,51 +56,68 @@ mpirun_cmd=(mpirun --allow-run-as-root --bind-to none -np "$ranks"
             --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
 if [ "$ranks" -gt "$(nproc)" ]; then mpirun_cmd+=(--oversubscribe); fi
 store_dir="$(mktemp -d)"
-mkdir -p "$store_dir/sweep" "$store_dir/lat"  # Gloo's FileStore wants existing directories
+rm -f "$build"/compare-*.txt
 trap 'rm -rf "$store_dir"' EXIT
 
-# run NAME COMMAND...: output in $build/compare-NAME.txt; failures are reported, not fatal.
+# run NAME COMMAND...: output in $build/compare-NAME.r$round.txt; failures are reported, not
+# fatal.
 run() {
   local name="$1"; shift
-  log "running $name"
+  local out="$build/compare-$name.r$round.txt"
+  log "round $round/$rounds: running $name"
   local rc=0
-  "$@" >"$build/compare-$name.txt" 2>&1 || rc=$?
+  "$@" >"$out" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ]; then
     log "$name failed (exit $rc); last lines:"
-    tail -5 "$build/compare-$name.txt" >&2
+    tail -5 "$out" >&2
   fi
 }
 
 sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
 latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 20)
 launch() { "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
-run weft launch "$weft" bench allreduce "${sweep[@]}" --check
-run weft-lat launch "$weft" bench allreduce "${latency[@]}"
-run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
-run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
-run gloo launch "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
-run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
+for round in $(seq 1 "$rounds"); do
+  # Gloo's FileStore wants existing, empty directories.
+  rm -rf "$store_dir/sweep" "$store_dir/lat" && mkdir -p "$store_dir/sweep" "$store_dir/lat"
+  run weft launch "$weft" bench allreduce "${sweep[@]}" --check
+  run weft-lat launch "$weft" bench allreduce "${latency[@]}"
+  run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
+  run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
+  run gloo launch "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
+  run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
+done
 
-# Data rows of one output as "size time busbw wrong" (out-of-place columns), launcher prefix off.
+# Data rows of every round of one output as "size time busbw wrong" (out-of-place columns),
+# launcher prefix off.
 rows() {
-  sed -E 's/^\[[0-9]+\] //' "$build/compare-$1.txt" 2>/dev/null |
+  cat "$build"/compare-"$1".r*.txt 2>/dev/null | sed -E 's/^\[[0-9]+\] //' |
     awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8, $9 }'
 }
 
+# awk helpers: median of the times collected per size.
+median_awk='
+  function median(list,   v, k, i, j, x) {
+    k = split(list, v, " ")
+    for (i = 2; i <= k; ++i) { x = v[i] + 0; for (j = i - 1; j >= 1 && v[j] + 0 > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+    return k == 0 ? "" : (k % 2 ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2)
+  }'
+
 echo
 echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better),"
-echo "computed from the mean time: size / time * 2(n-1)/n"
+echo "computed from the median over $rounds rounds of the mean time: size / time * 2(n-1)/n"
 echo "weft/mpi and weft/gloo: busbw ratios (> 1: weft faster)." \
   "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"
-awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v n="$ranks" '
-  # busbw from size and time (more digits than the printed column), and the wrong count.
-  function load(file, bw, wrong,   line, f) {
+awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v n="$ranks" \
+  "$median_awk"'
+  # busbw from size and the median time (more digits than the printed column), wrong counts summed.
+  function load(file, bw, wrong,   line, f, times, s) {
     while ((getline line < file) > 0) {
       split(line, f, " ")
-      if (f[2] + 0 > 0) bw[f[1]] = f[1] / (f[2] * 1e3) * 2 * (n - 1) / n
-      wrong[f[1]] = f[4]
+      if (f[2] + 0 > 0) times[f[1]] = times[f[1]] " " f[2]
+      wrong[f[1]] += f[4]
     }
+    for (s in times) bw[s] = s / (median(times[s]) * 1e3) * 2 * (n - 1) / n
   }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function cell(v) { return v == "" ? "-" : sprintf(v < 0.01 ? "%.2e" : "%.3f", v) }
@@ -117,12 +136,12 @@ awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v
   }'
 
 echo
-echo "8-byte allreduce latency, us (lower is better); mpi/weft and gloo/weft: > 1 means weft faster"
-awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) '
-  function first_time(file,   line, f) {
-    if ((getline line < file) <= 0) return ""
-    split(line, f, " ")
-    return f[2]
+echo "8-byte allreduce latency, us, median of $rounds rounds (lower is better); mpi/weft and" \
+  "gloo/weft: > 1 means weft faster"
+awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) "$median_awk"'
+  function first_time(file,   line, f, list) {
+    while ((getline line < file) > 0) { split(line, f, " "); list = list " " f[2] }
+    return median(list)
   }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function cell(v) { return v == "" ? "-" : v }
@@ -133,4 +152,4 @@ awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) '
     printf "%12s %11s %11s %11s %9s %9s\n", 8, cell(w), cell(m), cell(g), ratio(m, w), ratio(g, w)
   }'
 echo
-log "raw outputs: $build/compare-{weft,mpi,gloo}{,-lat}.txt"
+log "raw outputs: $build/compare-{weft,mpi,gloo}{,-lat}.r{1..$rounds}.txt"

@@ -181,6 +181,37 @@ TEST(Communicator, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
   });
 }
 
+// Between collectives the reactor does not read (the next operation does); point-to-point
+// traffic that follows must still complete, whether it arrived while this rank was idle or
+// arrives while it sleeps in the receive, eager or rendezvous, and collectives after it too.
+TEST(Communicator, PointToPointAfterCollectivesWithIdleGaps) {
+  Options o = test_options();
+  o.eager_threshold = 4096;
+  run_comm_ranks(3, o, [](Communicator& c) {
+    std::vector<float> v(1000, 1.0f);
+    ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+    EXPECT_EQ(v[999], 3.0f);
+    for (size_t bytes : {size_t{100}, size_t{1} << 20}) {
+      std::vector<uint8_t> out(bytes, 7), in(bytes, 0);
+      if (c.rank() == 1) {
+        // Sent while rank 0 is idle (its data sits in the socket), then while it waits.
+        ASSERT_TRUE(c.send(out.data(), bytes, 0, 1).ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ASSERT_TRUE(c.send(out.data(), bytes, 0, 2).ok());
+      } else if (c.rank() == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        ASSERT_TRUE(c.recv(in.data(), bytes, 1, 1).ok());
+        EXPECT_EQ(in[bytes - 1], 7);
+        in.assign(bytes, 0);
+        ASSERT_TRUE(c.recv(in.data(), bytes, 1, 2).ok());
+        EXPECT_EQ(in[bytes - 1], 7);
+      }
+      ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+    }
+    EXPECT_EQ(v[0], 27.0f);
+  });
+}
+
 TEST(Communicator, SendToSelf) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     int v = 40 + c.rank(), got = 0;

@@ -93,6 +93,7 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
         }
       }
     }
+    if (!flush_blocked()) return true;
     if (completion.generation() != seen) return true;
     auto now = Completion::Clock::now();
     if (now >= deadline) return false;
@@ -103,9 +104,15 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     }
 
     fds.clear();
+    poll_conns_.clear();
     for (auto& p : peers_) {
       for (auto& c : p->conns) {
-        if (!c->closed && !c->eof) fds.push_back({c->fd.get(), POLLIN, 0});
+        if (c->closed) continue;
+        short events = c->out_blocked.load(std::memory_order_acquire) ? POLLOUT : 0;
+        if (!c->eof) events |= POLLIN;
+        if (events == 0) continue;
+        fds.push_back({c->fd.get(), events, 0});
+        poll_conns_.push_back(c.get());
       }
     }
     if (fds.empty()) return completion.wait_for_change(seen, deadline);
@@ -120,15 +127,10 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
       uint64_t v;
       [[maybe_unused]] ssize_t r = ::read(wake_.get(), &v, sizeof(v));
     }
-    size_t i = 0;
-    for (auto& p : peers_) {
-      for (auto& c : p->conns) {
-        if (c->closed || c->eof) continue;
-        if (i < fds.size() - 1 && fds[i].fd == c->fd.get() && fds[i].revents != 0) {
-          c->missed.store(true, std::memory_order_relaxed);
-        }
-        ++i;
-      }
+    // Readable (or failed) sockets are read at the top of the loop; writable ones are flushed
+    // there anyway.
+    for (size_t i = 0; i < poll_conns_.size(); ++i) {
+      if ((fds[i].revents & ~POLLOUT) != 0) poll_conns_[i]->missed.store(true, std::memory_order_relaxed);
     }
   }
 }
@@ -428,6 +430,7 @@ void TcpTransport::deliver_unexpected(Peer& p, Unexpected* u, Request* r) {
 }
 
 void TcpTransport::post_recv(Request* r) {
+  if ((r->tag & kP2pTagBit) != 0) note_p2p();
   if (failed_.load(std::memory_order_acquire)) {
     r->complete(failure());
     return;

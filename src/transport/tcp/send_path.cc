@@ -51,10 +51,15 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
     ssize_t w = ::sendmsg(c.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        // Ask the reactor to finish the queue once the socket has room again.
+        // While an operation's thread reads this peer it also finishes the queue (wait() polls
+        // for room); otherwise ask the reactor to, once the socket has room again.
+        if (p.caller_reading.load(std::memory_order_seq_cst)) {
+          c.out_blocked.store(true, std::memory_order_release);
+          return Status();
+        }
         if (!c.want_out) {
           c.want_out = true;
-          return p.reactor->modify(c.fd.get(), kEventsWithOut);
+          return p.reactor->modify(c.fd.get(), epoll_events(c));
         }
         return Status();
       }
@@ -76,11 +81,30 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
       if (r != nullptr && --r->parts_left == 0) r->complete(Status());
     }
   }
+  c.out_blocked.store(false, std::memory_order_relaxed);
   if (c.want_out) {
     c.want_out = false;
-    return p.reactor->modify(c.fd.get(), kEvents);
+    return p.reactor->modify(c.fd.get(), epoll_events(c));
   }
   return Status();
+}
+
+bool TcpTransport::flush_blocked() {
+  for (auto& p : peers_) {
+    for (auto& c : p->conns) {
+      if (!c->out_blocked.load(std::memory_order_acquire)) continue;
+      Status st;
+      {
+        std::lock_guard<std::mutex> lock(p->mu);
+        st = flush(*p, *c);
+      }
+      if (!st.ok()) {
+        fail_async(st);
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 void TcpTransport::send_cts(Peer& p, uint64_t msg_id) {
@@ -148,6 +172,7 @@ void TcpTransport::send_self(Peer& p, Request* r) {
 }
 
 void TcpTransport::post_send(Request* r) {
+  if ((r->tag & kP2pTagBit) != 0) note_p2p();
   if (failed_.load(std::memory_order_acquire)) {
     r->complete(failure());
     return;

@@ -104,16 +104,56 @@ void TcpTransport::begin_operation(const Fingerprint& fp) {
   }
   op_thread_ = std::this_thread::get_id();
   for (auto& p : peers_) p->caller_reading.store(true, std::memory_order_seq_cst);
+  set_reactor_reads(false);
   op_active_.store(true, std::memory_order_release);
 }
 
 void TcpTransport::end_operation() {
   if (!op_active_.exchange(false, std::memory_order_acq_rel)) return;
   for (auto& p : peers_) p->caller_reading.store(false, std::memory_order_seq_cst);
+  // Queues this thread was finishing go back to the reactor (control frames may still wait).
+  for (auto& p : peers_) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    for (auto& c : p->conns) {
+      if (!c->out_blocked.load(std::memory_order_relaxed) || c->closed) continue;
+      c->out_blocked.store(false, std::memory_order_relaxed);
+      if (!c->want_out && !c->outq.empty()) {
+        c->want_out = true;
+        (void)p->reactor->modify(c->fd.get(), epoll_events(*c));
+      }
+    }
+  }
+  // Between collectives nobody needs the reactor to read: what arrives waits in the socket for
+  // the next operation, which reads it first thing. Point-to-point traffic does need it (a
+  // receive or a rendezvous send completes while its caller sleeps), so once a point-to-point
+  // request was posted the reactor reads between operations again. Re-registering EPOLLIN
+  // reports data that is already waiting, so nothing is stranded.
+  if (p2p_used_.load(std::memory_order_seq_cst)) set_reactor_reads(true);
   // Readiness the reactor left to this thread is picked up here.
   for (auto& p : peers_) {
     for (auto& c : p->conns) {
       if (c->missed.exchange(false, std::memory_order_seq_cst)) (void)drain_reads(*p, *c);
+    }
+  }
+}
+
+void TcpTransport::note_p2p() {
+  // Paired with end_operation (both seq_cst): either it sees p2p_used_ or this sees the operation
+  // over, so the reactor reads whenever a point-to-point request can be waiting.
+  p2p_used_.store(true, std::memory_order_seq_cst);
+  if (!op_active_.load(std::memory_order_seq_cst)) set_reactor_reads(true);
+}
+
+void TcpTransport::set_reactor_reads(bool on) {
+  std::lock_guard<std::mutex> arm_lock(arm_mu_);
+  if (reactor_reads_ == on) return;
+  reactor_reads_ = on;
+  for (auto& p : peers_) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    for (auto& c : p->conns) {
+      if (c->closed || c->reactor_reads == on) continue;
+      c->reactor_reads = on;
+      (void)p->reactor->modify(c->fd.get(), epoll_events(*c));  // fails only for a closed socket
     }
   }
 }
@@ -215,6 +255,7 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
 void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
   log::debug("rank {}: close_gracefully (failed={})", rank_, failed_.load());
   if (failed_.load()) return;
+  set_reactor_reads(true);  // the peers' GOODBYE and EOF arrive through the reactor
   int expected_goodbyes = 0;
   for (auto& p : peers_) {
     if (p->rank == rank_) continue;

@@ -26,9 +26,8 @@
 
 namespace weft::tcp {
 
-// epoll interest of a connection: readable always, writable only while its queue is blocked.
+// epoll interest of a connection when registered: readable and peer hang-up.
 inline constexpr uint32_t kEvents = EPOLLIN | EPOLLRDHUP | EPOLLET;
-inline constexpr uint32_t kEventsWithOut = kEvents | EPOLLOUT;
 
 struct OutFrame {
   uint8_t header[kHeaderBytes];
@@ -62,6 +61,13 @@ struct Connection {
   // Send side (guarded by the peer mutex).
   std::deque<OutFrame> outq;
   bool want_out = false;  // EPOLLOUT is registered (only while frames wait for buffer space)
+  // EPOLLIN is registered: false while an operation's thread reads the sockets itself, so that
+  // arrivals do not also wake the reactor thread (on an oversubscribed host every such wake-up
+  // takes a core from a rank with work to do).
+  bool reactor_reads = true;
+  // The queue is blocked (socket full) while an operation's thread owns progress: that thread
+  // writes the rest from its wait loop instead of the reactor (set under the peer mutex).
+  std::atomic<bool> out_blocked{false};
   // Receive side (read_mu).
   enum class RecvState { header, payload } state = RecvState::header;
   std::vector<uint8_t> inbuf;
@@ -73,6 +79,11 @@ struct Connection {
   Unexpected* cur_unexp = nullptr;  // eager parked
   std::string err_text;             // error frame payload
 };
+
+// The epoll interest a connection's state asks for (peer mutex held).
+inline uint32_t epoll_events(const Connection& c) {
+  return EPOLLRDHUP | EPOLLET | (c.reactor_reads ? EPOLLIN : 0u) | (c.want_out ? EPOLLOUT : 0u);
+}
 
 struct Peer {
   int rank = -1;
@@ -107,6 +118,12 @@ class TcpTransport final : public Transport {
             Completion::Clock::time_point deadline) override;
   void begin_operation(const Fingerprint& fp) override;
   void end_operation() override;
+  // Registers or drops EPOLLIN for every connection (see Connection::reactor_reads).
+  void set_reactor_reads(bool on);
+  // Writes what blocked queues hold (the operation's thread, from wait()); false on failure.
+  bool flush_blocked();
+  // A point-to-point request is being posted: the reactor must read between operations.
+  void note_p2p();
   void fail(const Status& status) override;
   Status error() const override;
 
@@ -164,8 +181,12 @@ class TcpTransport final : public Transport {
   // The executing thread owns every socket's receive side from begin_operation to
   // end_operation: it reads whenever it waits, and the reactor only notes readiness.
   std::atomic<bool> op_active_{false};
+  std::atomic<bool> p2p_used_{false};  // a point-to-point request was ever posted (note_p2p)
+  std::mutex arm_mu_;
+  bool reactor_reads_ = true;  // every connection's reactor_reads (guarded by arm_mu_)
   std::thread::id op_thread_;  // written by that thread before op_active_ is set
   std::vector<pollfd> poll_fds_;  // wait()'s scratch; only the operation's thread uses it
+  std::vector<Connection*> poll_conns_;  // the connection of each poll_fds_ entry (same thread)
   bool spin_ = true;              // fixed before start()
   std::atomic<int> goodbyes_{0};
   Completion closing_;
