@@ -102,7 +102,9 @@ Algorithm automatic_choice(OpKind kind, size_t bytes, int n) {
     case OpKind::allreduce:
       if (n <= 2 && bytes <= 16 * KiB) return A::direct;
       if (bytes <= 16 * KiB) return A::recursive_doubling;
-      if (bytes <= 256 * KiB || (is_power_of_two(n) && bytes <= 1 * MiB)) {
+      // Fewer dependent steps than the ring (2 log n vs 2(n-1)) also matter when ranks share
+      // cores: each step waits for its partner to be scheduled.
+      if (bytes <= 256 * KiB || (is_power_of_two(n) && bytes <= (n >= 4 ? 4 : 1) * MiB)) {
         return A::halving_doubling;
       }
       return A::ring;
