@@ -33,6 +33,16 @@ TEST(RankLayoutTest, UnevenHosts) {
   EXPECT_EQ(env.back(), "WEFT_HOST_ID=y");
 }
 
+TEST(RankLayoutTest, TorchVariablesForEnvInit) {
+  auto p = place_ranks(4, "", "a,a,b,b");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(torch_environment(p.value()[3], 29500, false),
+            (std::vector<std::string>{"RANK=3", "WORLD_SIZE=4", "LOCAL_RANK=1",
+                                      "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
+                                      "MASTER_PORT=29500"}));
+  EXPECT_EQ(torch_environment(p.value()[0], 0, true).size(), 4u);  // the user's master kept
+}
+
 TEST(RankLayoutTest, RejectsBadInput) {
   EXPECT_FALSE(place_ranks(0, "", "").ok());
   EXPECT_FALSE(place_ranks(2, "a", "a,b").ok());

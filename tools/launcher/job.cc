@@ -1,12 +1,16 @@
 #include "tools/launcher/job.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -130,12 +134,38 @@ std::vector<std::string> base_environment(const std::vector<std::string>& overri
   return env;
 }
 
+// A loopback port that was free a moment ago, for torch's TCPStore under env:// (rank 0 binds
+// it). The same small race every launcher that picks a port for its ranks has.
+Result<uint16_t> free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status(ErrorCode::io, "socket() failed");
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(fd);
+  if (!ok) return Status(ErrorCode::io, "could not find a free loopback port");
+  return ntohs(a.sin_port);
+}
+
 Status JobRunner::start_ranks(const std::string& store_addr) {
+  const bool keep_master = std::getenv("MASTER_ADDR") != nullptr && std::getenv("MASTER_PORT") != nullptr;
+  uint16_t master_port = 0;
+  if (!keep_master) {
+    Result<uint16_t> port = free_loopback_port();
+    if (!port.ok()) return port.status();
+    master_port = port.value();
+  }
   for (size_t r = 0; r < slots_.size(); ++r) {
     int rank = static_cast<int>(r);
     SpawnRequest request;
     request.argv = spec_.command;
     std::vector<std::string> own = rank_environment(spec_.ranks[r], store_addr);
+    for (auto& v : torch_environment(spec_.ranks[r], master_port, keep_master)) {
+      own.push_back(std::move(v));
+    }
     request.env = base_environment(own);
     request.env.insert(request.env.end(), own.begin(), own.end());
     request.inherit_stdin = rank == 0;

@@ -76,4 +76,19 @@ std::vector<std::string> rank_environment(const RankPlacement& placement,
   return env;
 }
 
+std::vector<std::string> torch_environment(const RankPlacement& placement, uint16_t master_port,
+                                           bool keep_master) {
+  std::vector<std::string> env = {
+      "RANK=" + std::to_string(placement.rank),
+      "WORLD_SIZE=" + std::to_string(placement.size),
+      "LOCAL_RANK=" + std::to_string(placement.local_rank),
+      "LOCAL_WORLD_SIZE=" + std::to_string(placement.local_size),
+  };
+  if (!keep_master) {
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(master_port));
+  }
+  return env;
+}
+
 }  // namespace weft::launcher

@@ -2,6 +2,7 @@
 // local size there. Pure data, no processes; unit-tested on its own.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,11 @@ Result<std::vector<RankPlacement>> place_ranks(int size, const std::string& host
 // WEFT_STORE_ADDR and WEFT_HOST_ID when the placement names a host. "NAME=value" strings.
 std::vector<std::string> rank_environment(const RankPlacement& placement,
                                           const std::string& store_addr);
+
+// The torch.distributed variables (env:// init) one rank gets: RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, and MASTER_ADDR=127.0.0.1 plus MASTER_PORT=master_port unless
+// `keep_master` (the user set them). weft's own bootstrap prefers the WEFT_* variables.
+std::vector<std::string> torch_environment(const RankPlacement& placement, uint16_t master_port,
+                                           bool keep_master);
 
 }  // namespace weft::launcher

@@ -1,0 +1,567 @@
+// weft._weft: the Python module over the C++ API. Buffers are anything that exposes the buffer
+// protocol (numpy arrays, bytearray, memoryview, array.array); collectives read and write them in
+// place, without copies, with the GIL released. See docs/python.md.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "weft/weft.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace weft::python {
+namespace {
+
+// Python exceptions: weft.Error (a RuntimeError) and weft.TimeoutError (also the builtin
+// TimeoutError), carrying the C++ message and the error code name.
+PyObject* g_error = nullptr;
+PyObject* g_timeout = nullptr;
+
+[[noreturn]] void raise(const Status& st) {
+  PyObject* type = st.code() == ErrorCode::timeout ? g_timeout : g_error;
+  py::object exc = py::reinterpret_borrow<py::object>(type)(st.to_string());
+  exc.attr("code") = to_string(st.code());
+  PyErr_SetObject(type, exc.ptr());
+  throw py::error_already_set();
+}
+
+void check(const Status& st) {
+  if (!st.ok()) raise(st);
+}
+
+template <typename T>
+T check(Result<T> r) {
+  if (!r.ok()) raise(r.status());
+  return std::move(r).value();
+}
+
+// A contiguous buffer with its weft dtype and element count.
+struct Buf {
+  py::buffer_info info;
+  DataType dtype = DataType::fp32;
+  size_t count = 0;
+  void* ptr() const { return info.ptr; }
+  size_t bytes() const { return count * dtype_size(dtype); }
+};
+
+std::optional<DataType> dtype_of_format(std::string fmt, ssize_t itemsize) {
+  while (!fmt.empty() && std::strchr("@=<>!", fmt[0]) != nullptr) fmt.erase(0, 1);
+  if (fmt.size() != 1) return std::nullopt;
+  switch (fmt[0]) {
+    case 'b': return DataType::int8;
+    case 'B': return DataType::uint8;
+    case 'e': return DataType::fp16;
+    case 'f': return DataType::fp32;
+    case 'd': return DataType::fp64;
+    case 'i':
+    case 'l':
+    case 'q':
+      if (itemsize == 4) return DataType::int32;
+      if (itemsize == 8) return DataType::int64;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+// `what` names the argument in errors; `dtype` (e.g. "bf16") overrides the buffer's own format,
+// for element types Python has no format for: the item size must match.
+Buf get_buf(const py::handle& obj, const char* what, bool writable,
+            const std::optional<std::string>& dtype) {
+  if (!py::isinstance<py::buffer>(obj)) {
+    throw py::type_error(std::string(what) + " must support the buffer protocol (numpy array, "
+                         "bytearray, memoryview, ...), got " +
+                         std::string(py::str(py::type::of(obj).attr("__name__"))));
+  }
+  Buf b{py::reinterpret_borrow<py::buffer>(obj).request(writable)};
+  ssize_t expect = b.info.itemsize;
+  for (ssize_t i = b.info.ndim - 1; i >= 0; --i) {
+    if (b.info.shape[i] > 1 && b.info.strides[i] != expect) {
+      throw py::value_error(std::string(what) + " must be C-contiguous");
+    }
+    expect *= b.info.shape[i];
+  }
+  std::optional<DataType> t;
+  if (dtype) {
+    t = parse_dtype(*dtype);
+    if (!t) throw py::value_error("unknown dtype '" + *dtype + "'");
+    if (static_cast<ssize_t>(dtype_size(*t)) != b.info.itemsize) {
+      throw py::value_error(std::string(what) + ": dtype " + *dtype + " has " +
+                            std::to_string(dtype_size(*t)) + "-byte elements, the buffer has " +
+                            std::to_string(b.info.itemsize));
+    }
+  } else {
+    t = dtype_of_format(b.info.format, b.info.itemsize);
+    if (!t) {
+      throw py::type_error(std::string(what) + ": element format '" + b.info.format +
+                           "' is not a weft dtype (int8, uint8, int32, int64, float16, "
+                           "float32, float64; pass dtype='bf16' for bfloat16 bits)");
+    }
+  }
+  b.dtype = *t;
+  b.count = static_cast<size_t>(b.info.size);
+  return b;
+}
+
+ReduceOp get_op(const std::string& s) {
+  auto op = parse_reduce_op(s);
+  if (!op) throw py::value_error("unknown reduce op '" + s + "' (sum, prod, min, max, avg)");
+  return *op;
+}
+
+void same_dtype(const Buf& a, const Buf& b) {
+  if (a.dtype != b.dtype) {
+    throw py::type_error(std::string("send and recv buffers differ in dtype (") +
+                         to_string(a.dtype) + " vs " + to_string(b.dtype) + ")");
+  }
+}
+
+// An asynchronous operation: keeps its buffers alive until it is waited for or collected.
+class PyWork {
+ public:
+  PyWork(WorkPtr w, std::vector<py::object> keep) : work_(std::move(w)), keep_(std::move(keep)) {}
+  ~PyWork() {
+    // The buffers must outlive the operation: finish it before letting them go.
+    if (work_ && !work_->test()) {
+      py::gil_scoped_release nogil;
+      (void)work_->wait();
+    }
+  }
+  void wait(std::optional<double> timeout_s) {
+    Status st;
+    {
+      py::gil_scoped_release nogil;
+      st = timeout_s ? work_->wait(std::chrono::milliseconds(
+                           static_cast<int64_t>(*timeout_s * 1000.0)))
+                     : work_->wait();
+    }
+    check(st);
+  }
+  bool is_completed() const { return work_->test(); }
+  bool is_success() const { return work_->test() && work_->status().ok(); }
+  std::optional<std::string> exception() const {
+    if (!work_->test() || work_->status().ok()) return std::nullopt;
+    return work_->status().to_string();
+  }
+  double duration() const {
+    if (!work_->test()) return 0.0;
+    return std::chrono::duration<double>(work_->end_time() - work_->start_time()).count();
+  }
+
+ private:
+  WorkPtr work_;
+  std::vector<py::object> keep_;
+};
+
+// Runs a blocking or an asynchronous form of one operation.
+template <typename Sync, typename Async>
+py::object run(bool async_op, std::vector<py::object> keep, Sync&& sync, Async&& async) {
+  if (async_op) {
+    WorkPtr w;
+    {
+      py::gil_scoped_release nogil;
+      w = async();
+    }
+    return py::cast(std::make_unique<PyWork>(std::move(w), std::move(keep)));
+  }
+  Status st;
+  {
+    py::gil_scoped_release nogil;
+    st = sync();
+  }
+  check(st);
+  return py::none();
+}
+
+std::vector<size_t> displacements(const std::vector<size_t>& counts) {
+  std::vector<size_t> d(counts.size());
+  size_t off = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    d[i] = off;
+    off += counts[i];
+  }
+  return d;
+}
+
+using Comm = Communicator;
+using OptStr = std::optional<std::string>;
+
+Options options_from_kwargs(const py::kwargs& kwargs, Options o) {
+  for (auto item : kwargs) {
+    std::string key = py::str(item.first);
+    py::handle v = item.second;
+    std::string value;
+    if (py::isinstance<py::bool_>(v)) {
+      value = v.cast<bool>() ? "true" : "false";
+    } else if (py::hasattr(v, "total_seconds")) {  // datetime.timedelta
+      value = std::to_string(static_cast<int64_t>(v.attr("total_seconds")().cast<double>() * 1000)) +
+              "ms";
+    } else {
+      value = py::str(v);
+    }
+    check(o.apply(key, value));
+  }
+  return o;
+}
+
+void bind_comm(py::module_& m) {
+  py::class_<PyWork>(m, "Work", "An asynchronous operation (returned with async_op=True).")
+      .def("wait", &PyWork::wait, "timeout"_a = py::none(),
+           "Waits for the operation (timeout in seconds; None: the communicator's). Raises "
+           "weft.Error if it failed, weft.TimeoutError if it is not done in time.")
+      .def("is_completed", &PyWork::is_completed)
+      .def("is_success", &PyWork::is_success)
+      .def("exception", &PyWork::exception, "The error message of a failed operation, or None.")
+      .def("duration", &PyWork::duration, "Seconds from start to end once completed.");
+
+  py::class_<Comm>(m, "Communicator",
+                   "A group of ranks. Create with weft.init(); every collective must be called "
+                   "by every rank in the same order.")
+      .def_property_readonly("rank", &Comm::rank)
+      .def_property_readonly("size", &Comm::size)
+      .def(
+          "allreduce",
+          [](Comm& c, py::object send, py::object recv, const std::string& op, OptStr dtype,
+             bool async_op) {
+            if (recv.is_none()) recv = send;
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            if (s.count != r.count) throw py::value_error("send and recv sizes differ");
+            ReduceOp o = get_op(op);
+            return run(
+                async_op, {send, recv},
+                [&] { return c.allreduce(s.ptr(), r.ptr(), s.count, s.dtype, o); },
+                [&] { return c.allreduce_async(s.ptr(), r.ptr(), s.count, s.dtype, o); });
+          },
+          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "dtype"_a = py::none(),
+          "async_op"_a = false, "Reduces send over all ranks into recv (None: in place).")
+      .def(
+          "broadcast",
+          [](Comm& c, py::object buf, int root, OptStr dtype, bool async_op) {
+            Buf b = get_buf(buf, "buf", true, dtype);
+            return run(
+                async_op, {buf}, [&] { return c.broadcast(b.ptr(), b.count, b.dtype, root); },
+                [&] { return c.broadcast_async(b.ptr(), b.count, b.dtype, root); });
+          },
+          "buf"_a, "root"_a = 0, "dtype"_a = py::none(), "async_op"_a = false)
+      .def(
+          "reduce",
+          [](Comm& c, py::object send, py::object recv, const std::string& op, int root,
+             OptStr dtype, bool async_op) {
+            if (recv.is_none()) recv = send;
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            if (s.count != r.count) throw py::value_error("send and recv sizes differ");
+            ReduceOp o = get_op(op);
+            return run(
+                async_op, {send, recv},
+                [&] { return c.reduce(s.ptr(), r.ptr(), s.count, s.dtype, o, root); },
+                [&] { return c.reduce_async(s.ptr(), r.ptr(), s.count, s.dtype, o, root); });
+          },
+          "send"_a, "recv"_a = py::none(), "op"_a = "sum", "root"_a = 0, "dtype"_a = py::none(),
+          "async_op"_a = false)
+      .def(
+          "allgather",
+          [](Comm& c, py::object send, py::object recv, OptStr dtype, bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            if (r.count != s.count * static_cast<size_t>(c.size())) {
+              throw py::value_error("recv must hold size * len(send) elements");
+            }
+            return run(
+                async_op, {send, recv},
+                [&] { return c.allgather(s.ptr(), r.ptr(), s.count, s.dtype); },
+                [&] { return c.allgather_async(s.ptr(), r.ptr(), s.count, s.dtype); });
+          },
+          "send"_a, "recv"_a, "dtype"_a = py::none(), "async_op"_a = false)
+      .def(
+          "allgatherv",
+          [](Comm& c, py::object send, py::object recv, std::vector<size_t> counts, OptStr dtype,
+             bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            auto displs = std::make_shared<std::vector<size_t>>(displacements(counts));
+            auto cnt = std::make_shared<std::vector<size_t>>(std::move(counts));
+            size_t total = cnt->empty() ? 0 : displs->back() + cnt->back();
+            if (r.count < total) throw py::value_error("recv is smaller than sum(counts)");
+            py::object keep_counts = py::capsule(new auto(std::make_pair(cnt, displs)), [](void* p) {
+              delete static_cast<std::pair<std::shared_ptr<std::vector<size_t>>,
+                                           std::shared_ptr<std::vector<size_t>>>*>(p);
+            });
+            return run(
+                async_op, {send, recv, keep_counts},
+                [&] { return c.allgatherv(s.ptr(), s.count, r.ptr(), *cnt, *displs, s.dtype); },
+                [&] {
+                  return c.allgatherv_async(s.ptr(), s.count, r.ptr(), *cnt, *displs, s.dtype);
+                });
+          },
+          "send"_a, "recv"_a, "counts"_a, "dtype"_a = py::none(), "async_op"_a = false,
+          "Gathers counts[i] elements from rank i into recv, rank after rank.")
+      .def(
+          "reduce_scatter",
+          [](Comm& c, py::object send, py::object recv, const std::string& op, OptStr dtype,
+             bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            if (s.count != r.count * static_cast<size_t>(c.size())) {
+              throw py::value_error("send must hold size * len(recv) elements");
+            }
+            ReduceOp o = get_op(op);
+            return run(
+                async_op, {send, recv},
+                [&] { return c.reduce_scatter(s.ptr(), r.ptr(), r.count, s.dtype, o); },
+                [&] { return c.reduce_scatter_async(s.ptr(), r.ptr(), r.count, s.dtype, o); });
+          },
+          "send"_a, "recv"_a, "op"_a = "sum", "dtype"_a = py::none(), "async_op"_a = false)
+      .def(
+          "gather",
+          [](Comm& c, py::object send, py::object recv, int root, OptStr dtype, bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype);
+            void* rp = nullptr;
+            if (c.rank() == root) {
+              if (recv.is_none()) throw py::value_error("the root needs a recv buffer");
+              Buf r = get_buf(recv, "recv", true, dtype);
+              same_dtype(s, r);
+              if (r.count != s.count * static_cast<size_t>(c.size())) {
+                throw py::value_error("recv must hold size * len(send) elements");
+              }
+              rp = r.ptr();
+            }
+            return run(
+                async_op, {send, recv},
+                [&] { return c.gather(s.ptr(), rp, s.count, s.dtype, root); },
+                [&] { return c.gather_async(s.ptr(), rp, s.count, s.dtype, root); });
+          },
+          "send"_a, "recv"_a = py::none(), "root"_a = 0, "dtype"_a = py::none(),
+          "async_op"_a = false)
+      .def(
+          "scatter",
+          [](Comm& c, py::object send, py::object recv, int root, OptStr dtype, bool async_op) {
+            Buf r = get_buf(recv, "recv", true, dtype);
+            const void* sp = nullptr;
+            if (c.rank() == root) {
+              if (send.is_none()) throw py::value_error("the root needs a send buffer");
+              Buf s = get_buf(send, "send", false, dtype);
+              same_dtype(s, r);
+              if (s.count != r.count * static_cast<size_t>(c.size())) {
+                throw py::value_error("send must hold size * len(recv) elements");
+              }
+              sp = s.ptr();
+            }
+            return run(
+                async_op, {send, recv},
+                [&] { return c.scatter(sp, r.ptr(), r.count, r.dtype, root); },
+                [&] { return c.scatter_async(sp, r.ptr(), r.count, r.dtype, root); });
+          },
+          "send"_a, "recv"_a, "root"_a = 0, "dtype"_a = py::none(), "async_op"_a = false)
+      .def(
+          "alltoall",
+          [](Comm& c, py::object send, py::object recv, OptStr dtype, bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            auto n = static_cast<size_t>(c.size());
+            if (s.count != r.count || s.count % n != 0) {
+              throw py::value_error("send and recv must be equal in size and divisible by size");
+            }
+            return run(
+                async_op, {send, recv},
+                [&] { return c.alltoall(s.ptr(), r.ptr(), s.count / n, s.dtype); },
+                [&] { return c.alltoall_async(s.ptr(), r.ptr(), s.count / n, s.dtype); });
+          },
+          "send"_a, "recv"_a, "dtype"_a = py::none(), "async_op"_a = false)
+      .def(
+          "alltoallv",
+          [](Comm& c, py::object send, std::vector<size_t> send_counts, py::object recv,
+             std::vector<size_t> recv_counts, OptStr dtype, bool async_op) {
+            Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
+            same_dtype(s, r);
+            using V = std::shared_ptr<std::vector<size_t>>;
+            auto sc = std::make_shared<std::vector<size_t>>(std::move(send_counts));
+            auto rc = std::make_shared<std::vector<size_t>>(std::move(recv_counts));
+            auto sd = std::make_shared<std::vector<size_t>>(displacements(*sc));
+            auto rd = std::make_shared<std::vector<size_t>>(displacements(*rc));
+            if (!sc->empty() && sd->back() + sc->back() > s.count) {
+              throw py::value_error("send is smaller than sum(send_counts)");
+            }
+            if (!rc->empty() && rd->back() + rc->back() > r.count) {
+              throw py::value_error("recv is smaller than sum(recv_counts)");
+            }
+            py::object keep = py::capsule(new std::vector<V>{sc, rc, sd, rd},
+                                          [](void* p) { delete static_cast<std::vector<V>*>(p); });
+            return run(
+                async_op, {send, recv, keep},
+                [&] { return c.alltoallv(s.ptr(), *sc, *sd, r.ptr(), *rc, *rd, s.dtype); },
+                [&] { return c.alltoallv_async(s.ptr(), *sc, *sd, r.ptr(), *rc, *rd, s.dtype); });
+          },
+          "send"_a, "send_counts"_a, "recv"_a, "recv_counts"_a, "dtype"_a = py::none(),
+          "async_op"_a = false)
+      .def(
+          "barrier",
+          [](Comm& c, bool async_op) {
+            return run(async_op, {}, [&] { return c.barrier(); }, [&] { return c.barrier_async(); });
+          },
+          "async_op"_a = false)
+      .def(
+          "send",
+          [](Comm& c, py::object buf, int peer, uint32_t tag, bool async_op) {
+            Buf b = get_buf(buf, "buf", false, std::nullopt);
+            size_t bytes = static_cast<size_t>(b.info.size * b.info.itemsize);
+            return run(
+                async_op, {buf}, [&] { return c.send(b.ptr(), bytes, peer, tag); },
+                [&] { return c.send_async(b.ptr(), bytes, peer, tag); });
+          },
+          "buf"_a, "peer"_a, "tag"_a = 0, "async_op"_a = false,
+          "Sends the buffer's bytes to peer; the matching recv names this rank and tag.")
+      .def(
+          "recv",
+          [](Comm& c, py::object buf, int peer, uint32_t tag, bool async_op) {
+            Buf b = get_buf(buf, "buf", true, std::nullopt);
+            size_t bytes = static_cast<size_t>(b.info.size * b.info.itemsize);
+            return run(
+                async_op, {buf}, [&] { return c.recv(b.ptr(), bytes, peer, tag); },
+                [&] { return c.recv_async(b.ptr(), bytes, peer, tag); });
+          },
+          "buf"_a, "peer"_a, "tag"_a = 0, "async_op"_a = false,
+          "Receives exactly len(buf) bytes from peer into buf.")
+      .def(
+          "split",
+          [](Comm& c, int color, int key) {
+            std::unique_ptr<Comm> sub;
+            Status st;
+            {
+              py::gil_scoped_release nogil;
+              auto r = c.split(color, key);
+              if (r.ok()) {
+                sub = std::move(r).value();
+              } else {
+                st = r.status();
+              }
+            }
+            check(st);
+            return sub;
+          },
+          "color"_a, "key"_a = 0,
+          "Ranks with the same color form a new communicator, ordered by (key, rank). A negative "
+          "color returns None.")
+      .def(
+          "abort", [](Comm& c, const std::string& why) { c.abort(why); },
+          "reason"_a = "abort() called from Python")
+      .def("shutdown", [](Comm& c) {
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          st = c.shutdown();
+        }
+        check(st);
+      });
+}
+
+void bind_store(py::module_& m) {
+  py::class_<Store, std::shared_ptr<Store>>(m, "Store", "Key-value store used for rendezvous.")
+      .def(
+          "set",
+          [](Store& s, const std::string& key, py::bytes value) {
+            std::string v = value;
+            check(s.set(key, std::string_view(v)));
+          },
+          "key"_a, "value"_a)
+      .def(
+          "get",
+          [](Store& s, const std::string& key, double timeout_s) {
+            Result<std::string> r = Status();
+            {
+              py::gil_scoped_release nogil;
+              r = s.get_string(key, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+            }
+            return py::bytes(check(std::move(r)));
+          },
+          "key"_a, "timeout"_a = 60.0)
+      .def(
+          "add", [](Store& s, const std::string& key, int64_t d) { return check(s.add(key, d)); },
+          "key"_a, "delta"_a = 1);
+  m.def("MemoryStore", &make_memory_store, "An in-process store (for threads of one process).");
+  m.def(
+      "FileStore",
+      [](const std::string& dir) { return check(make_file_store(dir)); }, "directory"_a,
+      "A store in a directory every rank can see.");
+  m.def(
+      "TCPStore",
+      [](const std::string& host, uint16_t port, double timeout_s) {
+        py::gil_scoped_release nogil;
+        auto r = connect_tcp_store(host, port,
+                                   std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
+        py::gil_scoped_acquire gil;
+        return check(std::move(r));
+      },
+      "host"_a, "port"_a, "timeout"_a = 60.0, "A client of a TCP store server (weft store).");
+  py::class_<TcpStoreServer>(m, "TCPStoreServer", "A TCP store server running in this process.")
+      .def(py::init([](const std::string& host, uint16_t port) {
+             return check(TcpStoreServer::start(host, port));
+           }),
+           "host"_a = "127.0.0.1", "port"_a = 0)
+      .def_property_readonly("port", &TcpStoreServer::port);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_weft, m) {
+  m.doc() = "weft: collective communication for distributed training (C++ core)";
+  py::object runtime_error = py::module_::import("builtins").attr("RuntimeError");
+  py::object builtin_timeout = py::module_::import("builtins").attr("TimeoutError");
+  static py::exception<std::runtime_error> error(m, "Error", runtime_error.ptr());
+  g_error = error.ptr();
+  py::object timeout_type = py::reinterpret_steal<py::object>(PyErr_NewException(
+      "weft.TimeoutError", py::make_tuple(error, builtin_timeout).ptr(), nullptr));
+  m.attr("TimeoutError") = timeout_type;
+  g_timeout = timeout_type.release().ptr();  // lives as long as the interpreter
+
+  bind_store(m);
+  bind_comm(m);
+  m.def(
+      "init",
+      [](std::optional<int> rank, std::optional<int> size, std::shared_ptr<Store> store,
+         const py::kwargs& kwargs) {
+        // Code-level settings first; the environment (WEFT_*, WEFT_CONFIG) overrides them, as
+        // everywhere in weft.
+        Options o = options_from_kwargs(kwargs, Options());
+        std::unique_ptr<Communicator> comm;
+        Status st;
+        {
+          py::gil_scoped_release nogil;
+          Result<std::unique_ptr<Communicator>> r = Status();
+          if (store) {
+            auto merged = Options::from_env(o);
+            if (merged.ok()) {
+              Options m = merged.value();
+              m.rank = rank.value_or(-1);  // the caller's, not a launcher's
+              m.size = size.value_or(-1);
+              r = Communicator::create(m, store);
+            } else {
+              r = merged.status();
+            }
+          } else {
+            r = Communicator::from_env(o);
+          }
+          if (r.ok()) {
+            comm = std::move(r).value();
+          } else {
+            st = r.status();
+          }
+        }
+        check(st);
+        return comm;
+      },
+      "rank"_a = py::none(), "size"_a = py::none(), "store"_a = nullptr,
+      "Creates a communicator: from the launcher's environment (weft run, torchrun, mpirun, "
+      "srun), or from rank, size and store. Keyword arguments set options by name "
+      "(timeout=datetime.timedelta(seconds=10), chunk_bytes='1M', algo_allreduce='ring', ...).");
+  m.attr("__version__") = WEFT_VERSION_STRING;
+}
+
+}  // namespace weft::python

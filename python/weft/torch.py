@@ -1,0 +1,29 @@
+"""The torch.distributed backend "weft".
+
+    import torch.distributed as dist
+    import weft.torch  # registers the backend
+    dist.init_process_group(backend="weft")  # env://, tcp://, file:// as with any backend
+
+weft's process group rendezvouses through the c10d Store torch passes it (no extra port) and
+honours init_process_group's timeout; its timeout errors say "Timed out". CPU tensors of types
+int8, uint8, int32, int64, float16, bfloat16, float32 and float64; non-contiguous tensors are
+copied. See docs/python.md.
+"""
+import torch.distributed as _dist
+
+from ._weft_torch import ProcessGroupWeft, create_process_group  # noqa: F401
+
+BACKEND = "weft"
+
+
+def _create(store, rank, world_size, timeout):
+    return create_process_group(store, rank, world_size, timeout)
+
+
+def _register():
+    # register_backend asserts on a second registration; importing twice must be harmless.
+    if BACKEND.upper() not in getattr(_dist.Backend, "_plugins", {}):
+        _dist.Backend.register_backend(BACKEND, _create)
+
+
+_register()
