@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages weft needs. Idempotent: packages already present are skipped,
 # and apt is not touched at all when nothing is missing.
-#   scripts/setup.sh           build + test dependencies
+#   scripts/setup.sh           build + test dependencies (incl. the Python module and torch backend)
 #   scripts/setup.sh --bench   also the comparison baselines (Open MPI, Gloo)
 set -euo pipefail
 
@@ -10,6 +10,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   iproute2 procps
+  python3 python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev
 )
 for arg in "$@"; do
   case "$arg" in

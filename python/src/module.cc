@@ -27,7 +27,11 @@ PyObject* g_timeout = nullptr;
 [[noreturn]] void raise(const Status& st) {
   PyObject* type = st.code() == ErrorCode::timeout ? g_timeout : g_error;
   py::object exc = py::reinterpret_borrow<py::object>(type)(st.to_string());
-  exc.attr("code") = to_string(st.code());
+  std::string code = to_string(st.code());  // "invalid argument" -> "invalid_argument"
+  for (char& ch : code) {
+    if (ch == ' ') ch = '_';
+  }
+  exc.attr("code") = code;
   PyErr_SetObject(type, exc.ptr());
   throw py::error_already_set();
 }
@@ -516,6 +520,7 @@ PYBIND11_MODULE(_weft, m) {
   py::object builtin_timeout = py::module_::import("builtins").attr("TimeoutError");
   static py::exception<std::runtime_error> error(m, "Error", runtime_error.ptr());
   g_error = error.ptr();
+  error.attr("__module__") = "weft";
   py::object timeout_type = py::reinterpret_steal<py::object>(PyErr_NewException(
       "weft.TimeoutError", py::make_tuple(error, builtin_timeout).ptr(), nullptr));
   m.attr("TimeoutError") = timeout_type;

@@ -159,7 +159,7 @@ int64_t unflatten(const at::Tensor& flat, int64_t offset, const std::vector<at::
 
 std::string error_text(const Status& st) {
   // torch's own backends say "Timed out"; code that handles timeouts looks for it.
-  if (st.code() == ErrorCode::timeout) return "Timed out: " + st.to_string();
+  if (st.code() == ErrorCode::timeout) return "Timed out: " + st.message();
   return st.to_string();
 }
 

@@ -1,0 +1,194 @@
+"""The Python module on N ranks (run under `weft run -n N`): every collective and dtype/op against
+numpy references, async forms, point-to-point, split, stores and errors. Exits non-zero on the
+first failure."""
+import datetime
+import sys
+import threading
+
+import numpy as np
+
+import weft
+
+comm = weft.init(timeout=datetime.timedelta(seconds=60))
+rank, n = comm.rank, comm.size
+
+DTYPES = [np.int8, np.uint8, np.int32, np.int64, np.float16, np.float32, np.float64]
+OPS = ["sum", "prod", "min", "max", "avg"]
+
+
+def data(r, count, dtype):
+    # Small values so that products and sums stay exact in every dtype.
+    return ((np.arange(count) + r) % 3 + 1).astype(dtype)
+
+
+def reference(op, arrays):
+    a = np.stack([x.astype(np.float64) for x in arrays])
+    if op == "sum":
+        return a.sum(0)
+    if op == "prod":
+        return a.prod(0)
+    if op == "min":
+        return a.min(0)
+    if op == "max":
+        return a.max(0)
+    return a.sum(0) / len(arrays)
+
+
+def expect(cond, what):
+    if not cond:
+        print(f"rank {rank}: FAILED: {what}", flush=True)
+        sys.exit(1)
+
+
+def check_close(got, want, what, dtype):
+    if np.issubdtype(dtype, np.integer):
+        # avg on integers truncates toward zero, as C does
+        ok = np.array_equal(got.astype(np.int64), np.trunc(want).astype(np.int64))
+    else:
+        ok = np.allclose(got.astype(np.float64), want, rtol=1e-2 if dtype == np.float16 else 1e-6)
+    expect(ok, f"{what}: got {got[:8]} want {want[:8]}")
+
+
+# allreduce: every dtype x op, in place and out of place, and the async form.
+for count in (0, 1, 1001):
+    for dtype in DTYPES:
+        for op in OPS:
+            if op == "prod" and dtype in (np.int8, np.uint8) and n > 4:
+                continue
+            want = reference(op, [data(r, count, dtype) for r in range(n)])
+            x = data(rank, count, dtype)
+            comm.allreduce(x, op=op)
+            check_close(x, want, f"allreduce {dtype.__name__} {op} x{count} in place", dtype)
+            y = np.empty_like(x)
+            w = comm.allreduce(data(rank, count, dtype), y, op=op, async_op=True)
+            w.wait()
+            expect(w.is_completed() and w.is_success(), "async allreduce completed")
+            check_close(y, want, f"allreduce {dtype.__name__} {op} x{count} async", dtype)
+
+# bfloat16 through raw bits.
+f = data(rank, 64, np.float32)
+bits = (f.view(np.uint32) >> 16).astype(np.uint16)
+comm.allreduce(bits, dtype="bf16")
+got = (bits.astype(np.uint32) << 16).view(np.float32)
+check_close(got, reference("sum", [data(r, 64, np.float32) for r in range(n)]), "bf16 sum",
+            np.float32)
+
+# broadcast and reduce from every root.
+for root in range(n):
+    b = data(rank, 100, np.float32)
+    comm.broadcast(b, root=root)
+    check_close(b, data(root, 100, np.float32).astype(np.float64), f"broadcast root {root}",
+                np.float32)
+    out = np.zeros(100, np.float64)
+    comm.reduce(data(rank, 100, np.float64), out, op="max", root=root)
+    if rank == root:
+        check_close(out, reference("max", [data(r, 100, np.float64) for r in range(n)]),
+                    f"reduce root {root}", np.float64)
+
+# allgather, allgatherv, reduce_scatter, gather, scatter, alltoall, alltoallv.
+g = np.zeros(n * 7, np.int32)
+comm.allgather(np.full(7, rank, np.int32), g)
+expect(np.array_equal(g, np.repeat(np.arange(n), 7)), "allgather")
+counts = [r + 1 for r in range(n)]
+gv = np.zeros(sum(counts), np.int64)
+comm.allgatherv(np.full(rank + 1, rank, np.int64), gv, counts)
+expect(np.array_equal(gv, np.repeat(np.arange(n), counts)), "allgatherv")
+rs = np.zeros(5, np.float32)
+comm.reduce_scatter(np.tile(np.arange(n, dtype=np.float32).repeat(5), 1) + rank, rs)
+expect(np.allclose(rs, rank * n + sum(range(n))), f"reduce_scatter {rs}")
+gat = np.zeros(3 * n, np.float64) if rank == 0 else None
+comm.gather(np.full(3, rank, np.float64), gat, root=0)
+if rank == 0:
+    expect(np.array_equal(gat, np.repeat(np.arange(n), 3).astype(np.float64)), "gather")
+sc = np.zeros(4, np.int8)
+comm.scatter(np.repeat(np.arange(n), 4).astype(np.int8) if rank == n - 1 else None, sc,
+             root=n - 1)
+expect(np.array_equal(sc, np.full(4, rank, np.int8)), "scatter")
+a2a = np.zeros(2 * n, np.int32)
+comm.alltoall(np.arange(2 * n, dtype=np.int32) + 100 * rank, a2a)
+expect(np.array_equal(a2a, np.array([100 * s + 2 * rank + k for s in range(n) for k in range(2)])),
+       f"alltoall {a2a}")
+send_counts = [s + 1 for s in range(n)]          # to peer s: s + 1 elements
+recv_counts = [rank + 1] * n                     # from every peer: rank + 1 elements
+sendv = np.concatenate([np.full(s + 1, 10 * rank + s, np.float32) for s in range(n)])
+recvv = np.zeros(sum(recv_counts), np.float32)
+comm.alltoallv(sendv, send_counts, recvv, recv_counts)
+expect(np.array_equal(recvv, np.concatenate([np.full(rank + 1, 10 * s + rank, np.float32)
+                                             for s in range(n)])), "alltoallv")
+comm.barrier()
+comm.barrier(async_op=True).wait()
+
+# point-to-point around a ring, both forms, with a bytearray.
+right, left = (rank + 1) % n, (rank - 1) % n
+inbox = bytearray(1 << 16)
+w = comm.recv(inbox, left, tag=3, async_op=True)
+comm.send(bytes([rank % 256]) * (1 << 16), right, tag=3)
+w.wait(timeout=30)
+expect(inbox[-1] == left % 256, "send/recv ring")
+
+# split: even and odd ranks.
+sub = comm.split(rank % 2, rank)
+expect(sub.size == (n + 1 - rank % 2) // 2, "split size")
+s = np.array([1.0])
+sub.allreduce(s)
+expect(s[0] == sub.size, "allreduce on the sub-communicator")
+
+# errors: bad arguments raise before anything is sent.
+for bad, exc in [(lambda: comm.allreduce([1, 2, 3]), TypeError),
+                 (lambda: comm.allreduce(np.zeros(3), np.zeros(4)), ValueError),
+                 (lambda: comm.allreduce(np.zeros(3), op="xor"), ValueError),
+                 (lambda: comm.allreduce(np.zeros((4, 4))[:, 1]), ValueError),
+                 (lambda: comm.allreduce(np.zeros(3, np.uint32)), TypeError),
+                 (lambda: comm.broadcast(np.zeros(3), root=n), weft.Error)]:
+    try:
+        bad()
+        expect(False, "bad arguments did not raise")
+    except exc as e:
+        if isinstance(e, weft.Error):
+            expect(e.code == "invalid_argument", f"error code {e.code}")
+
+# stores from Python.
+if rank == 0:
+    server = weft.TCPStoreServer()
+    ms = weft.MemoryStore()
+    ms.set("k", b"v")
+    expect(ms.get("k") == b"v" and ms.add("c", 2) == 2, "memory store")
+    client = weft.TCPStore("127.0.0.1", server.port, timeout=10)
+    client.set("x", b"1")
+    expect(client.get("x") == b"1", "tcp store")
+    try:
+        client.get("missing", timeout=0.2)
+        expect(False, "store get did not time out")
+    except weft.TimeoutError:
+        pass
+
+# threads as ranks: explicit rank, size and store, and a timeout naming the operation.
+if rank == 0:
+    st = weft.MemoryStore()
+    errors = []
+    done = threading.Event()
+
+    def lone(r):
+        c = weft.init(rank=r, size=2, store=st, timeout=datetime.timedelta(seconds=1))
+        if r == 0:
+            try:
+                c.recv(bytearray(4), 1, tag=9)  # rank 1 never sends
+                errors.append("no timeout")
+            except weft.TimeoutError as e:
+                if "timed out" not in str(e) or not isinstance(e, TimeoutError):
+                    errors.append(str(e))
+            done.set()
+        else:
+            done.wait(30)
+        c.abort()
+
+    ts = [threading.Thread(target=lone, args=(r,)) for r in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    expect(not errors, f"timeout: {errors}")
+
+comm.barrier()
+comm.shutdown()
+print(f"rank {rank}: module test passed", flush=True)
