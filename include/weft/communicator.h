@@ -31,6 +31,9 @@ namespace weft {
 
 class CommunicatorImpl;
 
+// The `peer` of a receive that accepts a message from any rank (as MPI_ANY_SOURCE).
+inline constexpr int kAnySource = -1;
+
 class WEFT_API Communicator {
  public:
   // Connects to every peer through `store`; blocks until all ranks have joined or
@@ -50,9 +53,12 @@ class WEFT_API Communicator {
   int size() const;
   const Options& options() const;
 
-  // --- point-to-point: the receive must name the sender, the tag and the same byte count.
+  // --- point-to-point: the receive names the sender (or kAnySource), the tag and the same byte
+  // count. Messages from one sender with one tag arrive in send order. A receive from kAnySource
+  // takes the first matching message from any rank; Work::source() (or *source of the blocking
+  // form) tells which rank sent it.
   Status send(const void* buf, size_t bytes, int peer, uint32_t tag);
-  Status recv(void* buf, size_t bytes, int peer, uint32_t tag);
+  Status recv(void* buf, size_t bytes, int peer, uint32_t tag, int* source = nullptr);
   WorkPtr send_async(const void* buf, size_t bytes, int peer, uint32_t tag);
   WorkPtr recv_async(void* buf, size_t bytes, int peer, uint32_t tag);
 

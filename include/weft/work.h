@@ -31,6 +31,9 @@ class WEFT_API Work {
   // When the operation started executing and when it finished (zero until then).
   virtual Clock::time_point start_time() const = 0;
   virtual Clock::time_point end_time() const = 0;
+  // The sending rank of a completed receive (useful after one from kAnySource); -1 for other
+  // operations and before completion.
+  virtual int source() const { return -1; }
 };
 
 using WorkPtr = std::shared_ptr<Work>;

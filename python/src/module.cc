@@ -153,6 +153,7 @@ class PyWork {
     if (!work_->test() || work_->status().ok()) return std::nullopt;
     return work_->status().to_string();
   }
+  int source() const { return work_->source(); }
   double duration() const {
     if (!work_->test()) return 0.0;
     return std::chrono::duration<double>(work_->end_time() - work_->start_time()).count();
@@ -222,7 +223,10 @@ void bind_comm(py::module_& m) {
       .def("is_completed", &PyWork::is_completed)
       .def("is_success", &PyWork::is_success)
       .def("exception", &PyWork::exception, "The error message of a failed operation, or None.")
-      .def("duration", &PyWork::duration, "Seconds from start to end once completed.");
+      .def("duration", &PyWork::duration, "Seconds from start to end once completed.")
+      .def("source", &PyWork::source,
+           "The rank a completed receive came from (after one from weft.ANY_SOURCE); -1 "
+           "otherwise.");
 
   py::class_<Comm>(m, "Communicator",
                    "A group of ranks. Create with weft.init(); every collective must be called "
@@ -424,15 +428,26 @@ void bind_comm(py::module_& m) {
           "Sends the buffer's bytes to peer; the matching recv names this rank and tag.")
       .def(
           "recv",
-          [](Comm& c, py::object buf, int peer, uint32_t tag, bool async_op) {
+          [](Comm& c, py::object buf, int peer, uint32_t tag, bool async_op) -> py::object {
             Buf b = get_buf(buf, "buf", true, std::nullopt);
             size_t bytes = static_cast<size_t>(b.info.size * b.info.itemsize);
-            return run(
-                async_op, {buf}, [&] { return c.recv(b.ptr(), bytes, peer, tag); },
-                [&] { return c.recv_async(b.ptr(), bytes, peer, tag); });
+            if (async_op) {
+              return run(
+                  true, {buf}, [] { return Status(); },
+                  [&] { return c.recv_async(b.ptr(), bytes, peer, tag); });
+            }
+            int source = -1;
+            Status st;
+            {
+              py::gil_scoped_release nogil;
+              st = c.recv(b.ptr(), bytes, peer, tag, &source);
+            }
+            check(st);
+            return py::int_(source);
           },
-          "buf"_a, "peer"_a, "tag"_a = 0, "async_op"_a = false,
-          "Receives exactly len(buf) bytes from peer into buf.")
+          "buf"_a, "peer"_a = kAnySource, "tag"_a = 0, "async_op"_a = false,
+          "Receives exactly len(buf) bytes from peer (default weft.ANY_SOURCE: any rank) into "
+          "buf; returns the sender's rank (async: Work.source()).")
       .def(
           "split",
           [](Comm& c, int color, int key) {
@@ -567,6 +582,7 @@ PYBIND11_MODULE(_weft, m) {
       "srun), or from rank, size and store. Keyword arguments set options by name "
       "(timeout=datetime.timedelta(seconds=10), chunk_bytes='1M', algo_allreduce='ring', ...).");
   m.attr("__version__") = WEFT_VERSION_STRING;
+  m.attr("ANY_SOURCE") = kAnySource;
 }
 
 }  // namespace weft::python

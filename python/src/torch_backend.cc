@@ -175,10 +175,12 @@ class WeftWork final : public c10d::Work {
   }
 
   std::vector<at::Tensor> result() override { return outputs_; }
+  int sourceRank() const override { return source_; }  // the sender of a receive
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
   // The Future first: whoever returns from wait() may read it at once.
-  void complete(const Status& st) {
+  void complete(const Status& st, int source) {
+    source_ = source;
     if (st.ok()) {
       future_->markCompleted(c10::IValue(outputs_));
       finish();
@@ -192,6 +194,7 @@ class WeftWork final : public c10d::Work {
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  int source_ = -1;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -514,8 +517,14 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     });
   }
 
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>&, int) override {
-    TORCH_CHECK(false, "weft: recv from any source is not supported yet; pass src=");
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                               int tag) override {
+    check_one(tensors, "recv");
+    at::Tensor t = tensors[0], buf = t.contiguous();
+    size_t bytes = buf.numel() * buf.element_size();
+    return start(c10d::OpType::RECVANYSOURCE, tensors, {buf}, copy_back(t, buf), [=, this] {
+      return comm_->recv_async(buf.data_ptr(), bytes, kAnySource, static_cast<uint32_t>(tag));
+    });
   }
 
  private:
@@ -581,10 +590,29 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     WorkPtr op = start_op();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back(Pending{std::move(op), work, std::move(after), std::move(keep)});
+      // weft runs an operation on the calling thread when nothing is queued before it, so it is
+      // often done already: finish it here, sparing the hand-off to the completion thread
+      // (what is queued must finish first, in order).
+      if (!queue_.empty() || !op->test()) {
+        queue_.push_back(Pending{std::move(op), work, std::move(after), std::move(keep)});
+        cv_.notify_one();
+        return work;
+      }
     }
-    cv_.notify_one();
+    finish(Pending{std::move(op), work, std::move(after), std::move(keep)});
     return work;
+  }
+
+  static void finish(const Pending& p) {
+    Status st = p.op->wait();
+    if (st.ok() && p.after) {
+      try {
+        p.after();
+      } catch (const std::exception& e) {
+        st = Status(ErrorCode::internal, std::string("copying the result: ") + e.what());
+      }
+    }
+    p.work->complete(st, p.op->source());
   }
 
   void complete_loop() {
@@ -597,15 +625,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
         p = std::move(queue_.front());
         queue_.pop_front();
       }
-      Status st = p.op->wait();
-      if (st.ok() && p.after) {
-        try {
-          p.after();
-        } catch (const std::exception& e) {
-          st = Status(ErrorCode::internal, std::string("copying the result: ") + e.what());
-        }
-      }
-      p.work->complete(st);
+      finish(p);
     }
   }
 

@@ -11,6 +11,7 @@ Errors raise weft.Error (a RuntimeError) or weft.TimeoutError. `import weft.torc
 torch.distributed backend "weft". See docs/python.md.
 """
 from ._weft import (  # noqa: F401
+    ANY_SOURCE,
     Communicator,
     Error,
     FileStore,
@@ -25,6 +26,6 @@ from ._weft import (  # noqa: F401
 )
 
 __all__ = [
-    "Communicator", "Error", "FileStore", "MemoryStore", "Store", "TCPStore", "TCPStoreServer",
+    "ANY_SOURCE", "Communicator", "Error", "FileStore", "MemoryStore", "Store", "TCPStore", "TCPStoreServer",
     "TimeoutError", "Work", "init", "__version__",
 ]

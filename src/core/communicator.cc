@@ -88,8 +88,11 @@ WorkPtr Communicator::recv_async(void* buf, size_t bytes, int peer, uint32_t tag
 Status Communicator::send(const void* buf, size_t bytes, int peer, uint32_t tag) {
   return finish(send_async(buf, bytes, peer, tag));
 }
-Status Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag) {
-  return finish(recv_async(buf, bytes, peer, tag));
+Status Communicator::recv(void* buf, size_t bytes, int peer, uint32_t tag, int* source) {
+  WorkPtr w = recv_async(buf, bytes, peer, tag);
+  Status st = finish(w);
+  if (source != nullptr) *source = st.ok() ? w->source() : -1;
+  return st;
 }
 
 WorkPtr Communicator::allreduce_async(const void* send, void* recv, size_t count, DataType dtype,

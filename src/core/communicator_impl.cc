@@ -10,6 +10,7 @@
 #include "collective/collective.h"
 #include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
+#include "weft/communicator.h"
 
 namespace weft {
 namespace {
@@ -171,9 +172,11 @@ Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
   (void)w;
   auto secs = std::chrono::duration<double>(options_.timeout).count();
   Status st(ErrorCode::timeout,
-            fmt::format("rank {}: {} of {} bytes {} rank {} (tag {}) timed out after {:g} s", rank(),
+            fmt::format("rank {}: {} of {} bytes {} {} (tag {}) timed out after {:g} s", rank(),
                         op.kind == OpKind::send ? "send" : "recv", op.bytes,
-                        op.kind == OpKind::send ? "to" : "from", op.peer, op.tag, secs));
+                        op.kind == OpKind::send ? "to" : "from",
+                        op.peer == kAnySource ? "any rank" : fmt::format("rank {}", op.peer),
+                        op.tag, secs));
   set_broken(st);
   return st;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "weft/communicator.h"
+
 #include <limits>
 
 namespace weft {
@@ -100,7 +102,7 @@ Status validate_collective(const CollectiveArgs& a, int rank, int size) {
 }
 
 Status validate_p2p(OpKind kind, const void* buf, size_t bytes, int peer, int rank, int size) {
-  if (peer < 0 || peer >= size) {
+  if ((peer < 0 || peer >= size) && !(kind == OpKind::recv && peer == kAnySource)) {
     return bad(rank, kind, fmt::format("peer {} is out of range (size {})", peer, size));
   }
   if (bytes > 0 && buf == nullptr) {

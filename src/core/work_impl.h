@@ -24,6 +24,9 @@ class WorkImpl final : public Work {
   Status status() const override;
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
+  int source() const override {
+    return p2p_ && req_.kind == Request::Kind::recv && test() && status().ok() ? req_.peer : -1;
+  }
 
   // Collective side.
   void mark_started() { start_ = Clock::now(); }

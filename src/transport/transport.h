@@ -8,7 +8,10 @@
 //  - deliver the payload straight into the posted receive buffer when it is already posted;
 //  - compare the Fingerprint of the send with that of the receive and end both with
 //    ErrorCode::mismatch (naming both calls and both ranks) when they disagree;
-//  - complete every request exactly once and call its Completion's notify() afterwards.
+//  - complete every request exactly once and call its Completion's notify() afterwards;
+//  - accept a point-to-point receive whose peer is kAnyPeer: it matches the first message with its
+//    tag from any peer, and the transport stores that peer in Request::peer before completing it
+//    (an implementation that cannot do this completes it with ErrorCode::invalid_argument).
 // post_* may be called from any thread. A Request must stay alive and untouched by its poster until
 // done() is true or fail() has returned.
 #pragma once
@@ -47,6 +50,8 @@ inline constexpr uint64_t collective_tag(uint64_t seq, uint32_t slot) {
   return ((seq & ((1ull << 40) - 1)) << 20) | (slot & ((1u << 20) - 1));
 }
 inline constexpr uint64_t p2p_tag(uint32_t tag) { return kP2pTagBit | tag; }
+// Request::peer of a receive from any peer (point-to-point only).
+inline constexpr int kAnyPeer = -1;
 
 struct Request {
   enum class Kind : uint8_t { send, recv };

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include <time.h>
@@ -209,6 +210,66 @@ TEST(Communicator, PointToPointAfterCollectivesWithIdleGaps) {
       ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
     }
     EXPECT_EQ(v[0], 27.0f);
+  });
+}
+
+// kAnySource takes messages from whichever rank sent them: parked before the receive was
+// posted, arriving after it (eager and rendezvous), and from oneself; Work::source() names the
+// sender.
+TEST(Communicator, ReceiveFromAnySource) {
+  Options o = test_options();
+  o.eager_threshold = 1024;
+  run_comm_ranks(4, o, [](Communicator& c) {
+    const int n = c.size();
+    // Parked: every other rank sends before rank 0 posts anything.
+    int32_t mine = 100 + c.rank();
+    if (c.rank() != 0) {
+      ASSERT_TRUE(c.send(&mine, sizeof(mine), 0, 5).ok());
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::set<int> seen;
+      for (int i = 1; i < n; ++i) {
+        int32_t v = 0;
+        int src = -1;
+        ASSERT_TRUE(c.recv(&v, sizeof(v), kAnySource, 5, &src).ok());
+        EXPECT_EQ(v, 100 + src);
+        seen.insert(src);
+      }
+      EXPECT_EQ(seen, (std::set<int>{1, 2, 3}));
+    }
+    // Posted first, rendezvous-sized: the senders start after the barrier.
+    std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(16384, -1));
+    std::vector<WorkPtr> works;
+    if (c.rank() == 0) {
+      for (int i = 1; i < n; ++i) {
+        works.push_back(c.recv_async(in[i].data(), in[i].size() * 4, kAnySource, 6));
+      }
+    }
+    ASSERT_TRUE(c.barrier().ok());
+    if (c.rank() != 0) {
+      std::vector<int32_t> out(16384, c.rank());
+      ASSERT_TRUE(c.send(out.data(), out.size() * 4, 0, 6).ok());
+    } else {
+      std::set<int> seen;
+      for (int i = 1; i < n; ++i) {
+        ASSERT_TRUE(works[i - 1]->wait().ok());
+        int src = works[i - 1]->source();
+        EXPECT_EQ(in[i][0], src);
+        EXPECT_EQ(in[i][16383], src);
+        seen.insert(src);
+      }
+      EXPECT_EQ(seen, (std::set<int>{1, 2, 3}));
+      // From oneself.
+      auto s = c.send_async(&mine, sizeof(mine), 0, 7);
+      int32_t v = 0;
+      int src = -1;
+      ASSERT_TRUE(c.recv(&v, sizeof(v), kAnySource, 7, &src).ok());
+      ASSERT_TRUE(s->wait().ok());
+      EXPECT_EQ(src, 0);
+      EXPECT_EQ(v, 100);
+      EXPECT_EQ(s->source(), -1);  // not a receive
+    }
+    ASSERT_TRUE(c.barrier().ok());
   });
 }
 

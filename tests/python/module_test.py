@@ -126,6 +126,22 @@ comm.send(bytes([rank % 256]) * (1 << 16), right, tag=3)
 w.wait(timeout=30)
 expect(inbox[-1] == left % 256, "send/recv ring")
 
+# receives from any rank return the sender.
+if rank == 0:
+    seen = set()
+    for _ in range(n - 1):
+        b = bytearray(8)
+        src = comm.recv(b, tag=11)  # peer defaults to weft.ANY_SOURCE
+        expect(b[0] == src, f"any-source data {b[0]} from {src}")
+        seen.add(src)
+    expect(seen == set(range(1, n)), f"any-source senders {seen}")
+    w = comm.recv(bytearray(8), weft.ANY_SOURCE, tag=12, async_op=True)
+    comm.send(bytes([rank]) * 8, 0, tag=12)
+    w.wait()
+    expect(w.source() == 0, "async any-source receive from oneself")
+else:
+    comm.send(bytes([rank]) * 8, 0, tag=11)
+
 # split: even and odd ranks.
 sub = comm.split(rank % 2, rank)
 expect(sub.size == (n + 1 - rank % 2) // 2, "split size")

@@ -203,6 +203,19 @@ if n > 1:
         dist.send(torch.full((3,), float(rank)), dst=right)
     same(x, torch.full((3,), float(left)), "blocking send/recv")
 
+# recv without src (recv_anysource) returns the sender.
+if rank == 0:
+    srcs = set()
+    for _ in range(n - 1):
+        x = torch.zeros(4)
+        src = dist.recv(x)
+        same(x, torch.full((4,), float(src)), "recv from any source")
+        srcs.add(src)
+    if srcs != set(range(1, n)):
+        fail(f"recv from any source: senders {srcs}")
+else:
+    dist.send(torch.full((4,), float(rank)), dst=0)
+
 # Subgroups: new_group of the first two ranks, and every rank alone.
 if n >= 2:
     sub = dist.new_group([0, 1], backend="weft")

@@ -335,6 +335,12 @@ class LocalTransport final : public Transport {
 
   bool check_peer(Request* r) {
     if (r->peer >= 0 && r->peer < size()) return true;
+    if (r->peer == kAnyPeer) {
+      r->complete(Status(ErrorCode::invalid_argument,
+                         fmt::format("rank {}: the in-process test transport does not receive "
+                                     "from any peer", rank_)));
+      return false;
+    }
     r->complete(Status(ErrorCode::internal,
                        fmt::format("rank {}: {} names rank {} of {}", rank_, r->fp.describe(),
                                    r->peer, size())));

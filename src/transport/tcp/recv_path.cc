@@ -73,7 +73,9 @@ bool TcpTransport::wait(Completion& completion, uint32_t seen, const Request* hi
   }
   // This thread owns the receive side of every socket (begin_operation): read what the hint's
   // peer sent and whatever the reactor saw arrive, poll briefly, then sleep in poll() on all.
-  Peer* hinted = hint != nullptr && hint->peer != rank_ ? peers_[hint->peer].get() : nullptr;
+  Peer* hinted = hint != nullptr && hint->peer != rank_ && hint->peer != kAnyPeer
+                     ? peers_[hint->peer].get()
+                     : nullptr;
   // With a core per rank, poll the sockets busily for a short while; with more ranks than cores,
   // poll them between sched_yield() calls for a little longer, which lets the peer that must
   // answer run on this core and still beats a sleep and wake-up.
@@ -283,9 +285,14 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       std::lock_guard<std::mutex> lock(p.mu);
       auto it = std::find_if(p.posted.begin(), p.posted.end(),
                              [&](Request* r) { return r->tag == h.tag; });
+      Request* r = nullptr;
       if (it != p.posted.end()) {
-        Request* r = *it;
+        r = *it;
         p.posted.erase(it);
+      } else if ((h.tag & kP2pTagBit) != 0) {
+        r = claim_any(p, h.tag);
+      }
+      if (r != nullptr) {
         Status st = match_check(p, *r, bytes, h.fp);
         if (!st.ok()) {
           r->complete(st);
@@ -435,6 +442,10 @@ void TcpTransport::post_recv(Request* r) {
     r->complete(failure());
     return;
   }
+  if (r->peer == kAnyPeer) {
+    post_recv_any(r);
+    return;
+  }
   Peer& p = *peers_[r->peer];
   Status st;
   {
@@ -455,22 +466,72 @@ void TcpTransport::post_recv(Request* r) {
       p.posted.push_back(r);
       return;
     }
-    Unexpected* u = *it;
-    st = match_check(p, *r, u->bytes, u->fp);
-    if (!st.ok()) {
-      r->complete(st);
-    } else {
-      bool parked_in_unexpected = u->type == FrameType::eager && !u->arrived;
-      if (!parked_in_unexpected) p.unexpected.erase(it);
-      deliver_unexpected(p, u, r);
-      if (parked_in_unexpected) {
-        // Removed from the list when the payload completes (deliver_unexpected frees it then).
-        p.unexpected.erase(std::find(p.unexpected.begin(), p.unexpected.end(), u));
-      }
-      if (!is_self(p)) st = flush(p, *p.conns[0]);
-    }
+    st = match_unexpected(p, r, it);
   }
   if (!st.ok()) fail_async(st);
+}
+
+Status TcpTransport::match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it) {
+  Unexpected* u = *it;
+  Status st = match_check(p, *r, u->bytes, u->fp);
+  if (!st.ok()) {
+    r->complete(st);
+    return Status();  // this receive's error, not the transport's
+  }
+  bool parked_in_unexpected = u->type == FrameType::eager && !u->arrived;
+  if (!parked_in_unexpected) p.unexpected.erase(it);
+  deliver_unexpected(p, u, r);
+  if (parked_in_unexpected) {
+    // Removed from the list when the payload completes (deliver_unexpected frees it then).
+    p.unexpected.erase(std::find(p.unexpected.begin(), p.unexpected.end(), u));
+  }
+  return is_self(p) ? Status() : flush(p, *p.conns[0]);
+}
+
+Request* TcpTransport::claim_any(const Peer& p, uint64_t tag) {
+  std::lock_guard<std::mutex> lock(any_mu_);
+  auto it = std::find_if(any_posted_.begin(), any_posted_.end(),
+                         [&](Request* r) { return r->tag == tag; });
+  if (it == any_posted_.end()) return nullptr;
+  Request* r = *it;
+  any_posted_.erase(it);
+  r->peer = p.rank;
+  return r;
+}
+
+void TcpTransport::post_recv_any(Request* r) {
+  // Published first, then every peer's parked messages are searched: an arrival either finds
+  // the receive in any_posted_ or is parked before the search reaches its peer, so none is
+  // missed; whoever takes the receive out of any_posted_ owns the match.
+  {
+    std::lock_guard<std::mutex> lock(any_mu_);
+    if (failed_.load(std::memory_order_acquire)) {  // fail_async already drained the list
+      r->complete(failure());
+      return;
+    }
+    any_posted_.push_back(r);
+  }
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    Status st;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(), [&](Unexpected* u) {
+        return u->tag == r->tag && u->waiting == nullptr;
+      });
+      if (it == p.unexpected.end()) continue;
+      {
+        std::lock_guard<std::mutex> any_lock(any_mu_);
+        auto mine = std::find(any_posted_.begin(), any_posted_.end(), r);
+        if (mine == any_posted_.end()) return;  // an arrival matched it meanwhile
+        any_posted_.erase(mine);
+      }
+      r->peer = p.rank;
+      st = match_unexpected(p, r, it);
+    }
+    if (!st.ok()) fail_async(st);
+    return;
+  }
 }
 
 }  // namespace weft::tcp

@@ -3,6 +3,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -149,10 +150,16 @@ void TcpTransport::maybe_return_credits(Peer& p) {
 
 void TcpTransport::send_self(Peer& p, Request* r) {
   // p.mu held. A send to oneself matches like any other message, without a socket.
-  for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
-    Request* recv = *it;
-    if (recv->tag != r->tag) continue;
+  auto it = std::find_if(p.posted.begin(), p.posted.end(),
+                         [&](Request* recv) { return recv->tag == r->tag; });
+  Request* recv = nullptr;
+  if (it != p.posted.end()) {
+    recv = *it;
     p.posted.erase(it);
+  } else if ((r->tag & kP2pTagBit) != 0) {
+    recv = claim_any(p, r->tag);
+  }
+  if (recv != nullptr) {
     Status st = match_check(p, *recv, r->bytes, r->fp);
     if (st.ok() && r->bytes > 0) std::memcpy(recv->buf, r->buf, r->bytes);
     recv->complete(st);

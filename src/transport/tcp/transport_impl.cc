@@ -170,6 +170,12 @@ void TcpTransport::fail_async(const Status& status) {
   } else {
     log::warn("{}", status.to_string());
   }
+  std::vector<Request*> any;
+  {
+    std::lock_guard<std::mutex> lock(any_mu_);
+    any.swap(any_posted_);
+  }
+  for (Request* r : any) r->complete(status);
   for (auto& p : peers_) {
     Peer* peer = p.get();
     if (peer->rank == rank_) {

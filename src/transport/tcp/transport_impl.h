@@ -122,6 +122,13 @@ class TcpTransport final : public Transport {
   void set_reactor_reads(bool on);
   // Writes what blocked queues hold (the operation's thread, from wait()); false on failure.
   bool flush_blocked();
+  // Receives from any peer (Request::peer == kAnyPeer): matched against every peer's parked
+  // messages when posted, else parked in any_posted_ for the first arrival with their tag.
+  void post_recv_any(Request* r);
+  // Peer mutex held: takes the oldest receive from any peer waiting for `tag`, or nullptr.
+  Request* claim_any(const Peer& p, uint64_t tag);
+  // Peer mutex held: matches receive r with parked message *it of peer p (removing it).
+  Status match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it);
   // A point-to-point request is being posted: the reactor must read between operations.
   void note_p2p();
   void fail(const Status& status) override;
@@ -181,6 +188,8 @@ class TcpTransport final : public Transport {
   // The executing thread owns every socket's receive side from begin_operation to
   // end_operation: it reads whenever it waits, and the reactor only notes readiness.
   std::atomic<bool> op_active_{false};
+  std::mutex any_mu_;                 // after a peer mutex, never before
+  std::vector<Request*> any_posted_;  // receives from any peer not yet matched (any_mu_)
   std::atomic<bool> p2p_used_{false};  // a point-to-point request was ever posted (note_p2p)
   std::mutex arm_mu_;
   bool reactor_reads_ = true;  // every connection's reactor_reads (guarded by arm_mu_)
