@@ -17,8 +17,14 @@ namespace weft {
 enum class DataType : uint8_t { int8 = 0, uint8, int32, int64, fp16, bf16, fp32, fp64 };
 inline constexpr int kDataTypeCount = 8;
 
-enum class ReduceOp : uint8_t { sum = 0, prod, min, max, avg };
-inline constexpr int kReduceOpCount = 5;
+// band, bor and bxor (bitwise and, or, xor) are defined for the integer types only.
+enum class ReduceOp : uint8_t { sum = 0, prod, min, max, avg, band, bor, bxor };
+inline constexpr int kReduceOpCount = 8;
+inline constexpr bool is_bitwise(ReduceOp op) { return op >= ReduceOp::band; }
+inline constexpr bool is_integer(DataType t) {
+  return t == DataType::int8 || t == DataType::uint8 || t == DataType::int32 ||
+         t == DataType::int64;
+}
 
 // Every operation a communicator runs; also the key for per-collective algorithm choice.
 enum class OpKind : uint8_t {

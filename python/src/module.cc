@@ -115,7 +115,10 @@ Buf get_buf(const py::handle& obj, const char* what, bool writable,
 
 ReduceOp get_op(const std::string& s) {
   auto op = parse_reduce_op(s);
-  if (!op) throw py::value_error("unknown reduce op '" + s + "' (sum, prod, min, max, avg)");
+  if (!op) {
+    throw py::value_error("unknown reduce op '" + s +
+                          "' (sum, prod, min, max, avg; band, bor, bxor for integers)");
+  }
   return *op;
 }
 

@@ -116,9 +116,12 @@ ReduceOp weft_op(const c10d::ReduceOp& op) {
     case c10d::ReduceOp::MIN: return ReduceOp::min;
     case c10d::ReduceOp::MAX: return ReduceOp::max;
     case c10d::ReduceOp::AVG: return ReduceOp::avg;
+    case c10d::ReduceOp::BAND: return ReduceOp::band;
+    case c10d::ReduceOp::BOR: return ReduceOp::bor;
+    case c10d::ReduceOp::BXOR: return ReduceOp::bxor;
     default:
       TORCH_CHECK(false, "weft: reduce op ", static_cast<int>(op.op_),
-                  " is not supported (SUM, PRODUCT, MIN, MAX, AVG)");
+                  " is not supported (SUM, PRODUCT, MIN, MAX, AVG, BAND, BOR, BXOR)");
   }
 }
 

@@ -51,6 +51,9 @@ const char* to_string(ReduceOp op) {
     case ReduceOp::min: return "min";
     case ReduceOp::max: return "max";
     case ReduceOp::avg: return "avg";
+    case ReduceOp::band: return "band";
+    case ReduceOp::bor: return "bor";
+    case ReduceOp::bxor: return "bxor";
   }
   return "?";
 }
@@ -89,9 +92,10 @@ std::optional<DataType> parse_dtype(std::string_view s) {
 }
 
 std::optional<ReduceOp> parse_reduce_op(std::string_view s) {
-  static constexpr std::array<std::pair<std::string_view, ReduceOp>, 5> table{{
+  static constexpr std::array<std::pair<std::string_view, ReduceOp>, 8> table{{
       {"sum", ReduceOp::sum}, {"prod", ReduceOp::prod}, {"min", ReduceOp::min},
-      {"max", ReduceOp::max}, {"avg", ReduceOp::avg},
+      {"max", ReduceOp::max}, {"avg", ReduceOp::avg},   {"band", ReduceOp::band},
+      {"bor", ReduceOp::bor}, {"bxor", ReduceOp::bxor},
   }};
   return lookup(s, table);
 }

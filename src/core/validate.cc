@@ -24,6 +24,12 @@ Status validate_collective(const CollectiveArgs& a, int rank, int size) {
   const size_t es = dtype_size(a.dtype);
   if (es == 0) return bad(rank, a.kind, "unknown dtype");
   if (static_cast<int>(a.op) >= kReduceOpCount) return bad(rank, a.kind, "unknown reduce op");
+  bool reducing = a.kind == OpKind::allreduce || a.kind == OpKind::reduce ||
+                  a.kind == OpKind::reduce_scatter;
+  if (reducing && is_bitwise(a.op) && !is_integer(a.dtype)) {
+    return bad(rank, a.kind, fmt::format("{} is defined for integer types only, not {}",
+                                         to_string(a.op), to_string(a.dtype)));
+  }
   bool rooted = a.kind == OpKind::broadcast || a.kind == OpKind::reduce ||
                 a.kind == OpKind::gather || a.kind == OpKind::scatter;
   if (rooted && (a.root < 0 || a.root >= size)) {

@@ -27,8 +27,10 @@ enum class Form : uint8_t {
   into_b,        // dst == b, a is elsewhere
 };
 inline constexpr int kFormCount = 3;
-// sum, prod, min, max; avg is computed as sum and finished by scale.
-inline constexpr int kElementwiseOpCount = 4;
+// sum, prod, min, max, band, bor, bxor (the last three for integer types only; null otherwise);
+// avg is computed as sum and finished by scale.
+inline constexpr int kElementwiseOpCount = 7;
+inline constexpr int kBandIndex = 4, kBorIndex = 5, kBxorIndex = 6;
 
 struct KernelTable {
   const char* name;

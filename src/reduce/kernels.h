@@ -55,6 +55,20 @@ struct ProdOp {
   }
 };
 
+// Bitwise ops: integer types only.
+struct BandOp {
+  template <typename T>
+  static T apply(T a, T b) { return static_cast<T>(a & b); }
+};
+struct BorOp {
+  template <typename T>
+  static T apply(T a, T b) { return static_cast<T>(a | b); }
+};
+struct BxorOp {
+  template <typename T>
+  static T apply(T a, T b) { return static_cast<T>(a ^ b); }
+};
+
 // Floating min/max propagate NaN: if either input is NaN the result is NaN (a's NaN when both
 // are). Otherwise the smaller/larger value; on a tie (including -0 vs +0) the result is b.
 struct MinOp {
@@ -197,12 +211,24 @@ constexpr void fill_op(KernelTable& t, int op) {
   row[index_of(DataType::fp64)][op] = &combine<F, double, Op>;
 }
 
+template <Form F, typename Op>
+constexpr void fill_integer_op(KernelTable& t, int op) {
+  auto& row = t.combine[static_cast<int>(F)];
+  row[index_of(DataType::int8)][op] = &combine<F, int8_t, Op>;
+  row[index_of(DataType::uint8)][op] = &combine<F, uint8_t, Op>;
+  row[index_of(DataType::int32)][op] = &combine<F, int32_t, Op>;
+  row[index_of(DataType::int64)][op] = &combine<F, int64_t, Op>;
+}
+
 template <typename HalfConv, Form F>
 constexpr void fill_form(KernelTable& t) {
   fill_op<HalfConv, F, SumOp>(t, static_cast<int>(ReduceOp::sum));
   fill_op<HalfConv, F, ProdOp>(t, static_cast<int>(ReduceOp::prod));
   fill_op<HalfConv, F, MinOp>(t, static_cast<int>(ReduceOp::min));
   fill_op<HalfConv, F, MaxOp>(t, static_cast<int>(ReduceOp::max));
+  fill_integer_op<F, BandOp>(t, kBandIndex);
+  fill_integer_op<F, BorOp>(t, kBorIndex);
+  fill_integer_op<F, BxorOp>(t, kBxorIndex);
 }
 
 template <typename HalfConv>

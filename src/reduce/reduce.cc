@@ -70,11 +70,19 @@ Isa best_isa() {
 std::atomic<int> g_active{0};
 
 size_t op_index(ReduceOp op) {
-  return op == ReduceOp::avg ? static_cast<size_t>(ReduceOp::sum) : static_cast<size_t>(op);
+  switch (op) {
+    case ReduceOp::avg: return static_cast<size_t>(ReduceOp::sum);
+    case ReduceOp::band: return kBandIndex;
+    case ReduceOp::bor: return kBorIndex;
+    case ReduceOp::bxor: return kBxorIndex;
+    default: return static_cast<size_t>(op);
+  }
 }
 
+// Callers validate first (validate.cc); an undefined pair is a no-op here, never a crash.
 bool valid(DataType dtype, ReduceOp op) {
-  return static_cast<int>(dtype) < kDataTypeCount && static_cast<int>(op) < kReduceOpCount;
+  return static_cast<int>(dtype) < kDataTypeCount && static_cast<int>(op) < kReduceOpCount &&
+         (!is_bitwise(op) || is_integer(dtype));
 }
 
 }  // namespace

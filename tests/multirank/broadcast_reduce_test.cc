@@ -165,7 +165,7 @@ TEST_P(ReduceSweep, EveryRootDtypeOpCountAndPlacement) {
   options.chunk_bytes = 256;
   std::vector<ReduceCase> cases;
   for (DataType t : all_dtypes()) {
-    for (ReduceOp op : all_ops()) cases.push_back({t, op, 7});
+    for (ReduceOp op : ops_for(t)) cases.push_back({t, op, 7});
   }
   for (size_t count : {size_t{0}, size_t{1}, size_t{1023}}) {
     cases.push_back({DataType::fp32, ReduceOp::sum, count});

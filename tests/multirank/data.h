@@ -31,6 +31,14 @@ inline const std::vector<ReduceOp>& all_ops() {
   return v;
 }
 
+// The ops defined for t: every op, plus the bitwise ones for integer types.
+inline const std::vector<ReduceOp>& ops_for(DataType t) {
+  static const std::vector<ReduceOp> integer = {ReduceOp::sum,  ReduceOp::prod, ReduceOp::min,
+                                                ReduceOp::max,  ReduceOp::avg,  ReduceOp::band,
+                                                ReduceOp::bor,  ReduceOp::bxor};
+  return is_integer(t) ? integer : all_ops();
+}
+
 // The dtype x op pairs the sweeps run at their larger counts (every pair runs at the small ones):
 // every dtype with sum and avg (the kernels' add and finishing paths), every op with one type of
 // each family (int8, bf16, fp32).
@@ -126,10 +134,6 @@ inline double representable(DataType t, double x) {
   return load(t, buf, 0);
 }
 
-inline bool is_integer(DataType t) {
-  return t == DataType::int8 || t == DataType::uint8 || t == DataType::int32 ||
-         t == DataType::int64;
-}
 
 // The input of element i on rank `rank`, chosen so the reduction over up to 8 ranks is exact in
 // every dtype: sums stay within [-120, 240], products within [-4, 4], min/max inputs within
@@ -153,6 +157,10 @@ inline double input_value(int rank, size_t i, DataType t, ReduceOp op) {
       const long v = (rank * 13 + k * 7) % 200;
       return static_cast<double>(unsigned_type ? v : v - 100);
     }
+    case ReduceOp::band:
+    case ReduceOp::bor:
+    case ReduceOp::bxor:
+      return static_cast<double>((rank * 37 + k * 11 + 5) % 128);  // integer types only
   }
   return 0;
 }
@@ -169,6 +177,9 @@ double reference(DataType t, ReduceOp op, int n, ValueOfRank value_of_rank) {
       case ReduceOp::prod: acc *= v; break;
       case ReduceOp::min: acc = std::min(acc, v); break;
       case ReduceOp::max: acc = std::max(acc, v); break;
+      case ReduceOp::band: acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v)); break;
+      case ReduceOp::bor: acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v)); break;
+      case ReduceOp::bxor: acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v)); break;
     }
   }
   if (op == ReduceOp::avg) {

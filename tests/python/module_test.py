@@ -65,6 +65,21 @@ for count in (0, 1, 1001):
             expect(w.is_completed() and w.is_success(), "async allreduce completed")
             check_close(y, want, f"allreduce {dtype.__name__} {op} x{count} async", dtype)
 
+# Bitwise ops on the integer types; floating types are rejected.
+for dtype in (np.int8, np.uint8, np.int32, np.int64):
+    for op, fn in (("band", np.bitwise_and), ("bor", np.bitwise_or), ("bxor", np.bitwise_xor)):
+        x = data(rank, 77, dtype) * 3
+        comm.allreduce(x, op=op)
+        want = data(0, 77, dtype) * 3
+        for r in range(1, n):
+            want = fn(want, data(r, 77, dtype) * 3)
+        expect(np.array_equal(x, want), f"allreduce {dtype.__name__} {op}")
+try:
+    comm.allreduce(np.zeros(4, np.float32), op="bxor")
+    expect(False, "bxor on float32 did not raise")
+except weft.Error as e:
+    expect(e.code == "invalid_argument" and "integer" in str(e), str(e))
+
 # bfloat16 through raw bits.
 f = data(rank, 64, np.float32)
 bits = (f.view(np.uint32) >> 16).astype(np.uint16)

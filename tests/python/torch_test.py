@@ -85,6 +85,23 @@ for count in (1, 1000):
             if g is not None:
                 same(t, g, f"all_reduce {dtype} {name} x{count} vs gloo")
 
+# Bitwise ops on the integer types, against Python's operators and gloo.
+BITWISE = {"BAND": (dist.ReduceOp.BAND, lambda a, b: a & b),
+           "BOR": (dist.ReduceOp.BOR, lambda a, b: a | b),
+           "BXOR": (dist.ReduceOp.BXOR, lambda a, b: a ^ b)}
+for dtype in (torch.int8, torch.uint8, torch.int32, torch.int64):
+    for name, (op, fn) in BITWISE.items():
+        t = data(rank, 100, dtype, 1) * 5
+        dist.all_reduce(t, op=op)
+        want = data(0, 100, dtype, 1) * 5
+        for r in range(1, n):
+            want = fn(want, data(r, 100, dtype, 1) * 5)
+        same(t, want, f"all_reduce {dtype} {name}")
+        g = with_gloo(lambda grp: (lambda x: (dist.all_reduce(x, op=op, group=grp), x)[1])(
+            data(rank, 100, dtype, 1) * 5))
+        if g is not None:
+            same(t, g, f"all_reduce {dtype} {name} vs gloo")
+
 # async_op, Work and its Future (what DDP uses).
 t = data(rank, 4096, torch.float32)
 work = dist.all_reduce(t, async_op=True)
@@ -228,7 +245,7 @@ dist.barrier()
 # Clear errors for what weft does not do.
 for bad, text in [(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.bool)), "not supported"),
                   (lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
-                   "not supported")]:
+                   "integer types only")]:
     try:
         bad()
         fail("no error for an unsupported call")

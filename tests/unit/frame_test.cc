@@ -64,7 +64,7 @@ TEST(Frame, RejectsBadMagicVersionTypeAndEnums) {
   };
   const Case cases[] = {{0, 'X', "magic"},      {4, 2, "version"}, {5, 0, "frame type"},
                         {5, 9, "frame type"},   {6, 13, "kind"},   {7, 8, "dtype"},
-                        {8, 5, "reduce op"},    {9, 1, "reserved"}, {52, 1, "reserved"}};
+                        {8, 8, "reduce op"},    {9, 1, "reserved"}, {52, 1, "reserved"}};
   for (const Case& c : cases) {
     uint8_t buf[kHeaderBytes];
     encode_header(sample(), buf);

@@ -247,6 +247,45 @@ TEST_P(ReduceSweep, EveryOpTableCountAndAliasingMatchesReference) {
 INSTANTIATE_TEST_SUITE_P(Reduce, ReduceSweep, ::testing::ValuesIn(kAllTypes),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+// Bitwise and/or/xor on every integer type, every table and aliasing, against the operators; on
+// floating types they are undefined and leave the destination untouched.
+template <typename T>
+void check_bitwise() {
+  std::vector<T> a(1001), b(1001);
+  for (size_t i = 0; i < a.size(); ++i) {
+    a[i] = static_cast<T>(i * 2654435761u);
+    b[i] = static_cast<T>(i * 40503u + 7);
+  }
+  constexpr DataType t = std::is_same_v<T, int8_t>    ? DataType::int8
+                         : std::is_same_v<T, uint8_t> ? DataType::uint8
+                         : std::is_same_v<T, int32_t> ? DataType::int32
+                                                      : DataType::int64;
+  for_each_isa([&](Isa) {
+    for (ReduceOp op : {ReduceOp::band, ReduceOp::bor, ReduceOp::bxor}) {
+      std::vector<T> out(a.size()), into = a;
+      reduce_out_of_place(out.data(), a.data(), b.data(), a.size(), t, op);
+      reduce_into(into.data(), b.data(), b.size(), t, op);
+      for (size_t i = 0; i < a.size(); ++i) {
+        T want = op == ReduceOp::band  ? static_cast<T>(a[i] & b[i])
+                 : op == ReduceOp::bor ? static_cast<T>(a[i] | b[i])
+                                       : static_cast<T>(a[i] ^ b[i]);
+        ASSERT_EQ(out[i], want) << to_string(op) << " element " << i;
+        ASSERT_EQ(into[i], want) << to_string(op) << " in place, element " << i;
+      }
+    }
+  });
+}
+
+TEST(ReduceKernels, BitwiseOpsOnIntegerTypes) {
+  check_bitwise<int8_t>();
+  check_bitwise<uint8_t>();
+  check_bitwise<int32_t>();
+  check_bitwise<int64_t>();
+  std::vector<float> x(8, 1.5f), y(8, 2.5f);
+  reduce_into(x.data(), y.data(), x.size(), DataType::fp32, ReduceOp::bxor);
+  EXPECT_EQ(x[7], 1.5f);
+}
+
 // The vectorised fp16/bf16 paths (F16C in the avx tables) convert every bit pattern exactly as
 // the scalar functions do, NaN payloads included: max(x, -inf) == round_trip(x).
 TEST(ReduceKernels, HalfPathsConvertEveryPatternLikeScalar) {

@@ -22,11 +22,6 @@ double input_value(ReduceOp op, int rank, size_t k, int world_size) {
   return static_cast<double>((static_cast<size_t>(rank) * 5 + k) % 9 + 1);
 }
 
-bool is_integer(DataType t) {
-  return t == DataType::int8 || t == DataType::uint8 || t == DataType::int32 ||
-         t == DataType::int64;
-}
-
 void store(void* buf, size_t i, DataType t, double v) {
   switch (t) {
     case DataType::int8:
@@ -107,6 +102,15 @@ double reduced_value(const BenchParams& p, size_t k, int world_size) {
         break;
       case ReduceOp::max:
         acc = std::max(acc, v);
+        break;
+      case ReduceOp::band:
+        acc = static_cast<double>(static_cast<int64_t>(acc) & static_cast<int64_t>(v));
+        break;
+      case ReduceOp::bor:
+        acc = static_cast<double>(static_cast<int64_t>(acc) | static_cast<int64_t>(v));
+        break;
+      case ReduceOp::bxor:
+        acc = static_cast<double>(static_cast<int64_t>(acc) ^ static_cast<int64_t>(v));
         break;
     }
   }
