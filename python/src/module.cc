@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "weft/weft.h"
@@ -187,6 +188,21 @@ py::object run(bool async_op, std::vector<py::object> keep, Sync&& sync, Async&&
   return py::none();
 }
 
+// The buffer only the root passes (gather's recv, scatter's send), size() times as long as
+// `other`: checked at the root, null elsewhere.
+void* root_only(const Communicator& c, int root, const py::object& obj, const char* what,
+                const Buf& other, const std::optional<std::string>& dtype) {
+  if (c.rank() != root) return nullptr;
+  if (obj.is_none()) throw py::value_error(std::string("the root needs a ") + what + " buffer");
+  Buf b = get_buf(obj, what, std::string_view(what) == "recv", dtype);
+  same_dtype(b, other);
+  if (b.count != other.count * static_cast<size_t>(c.size())) {
+    throw py::value_error(std::string(what) + " must hold size times as many elements as the " +
+                          (std::string_view(what) == "recv" ? "send" : "recv") + " buffer");
+  }
+  return b.ptr();
+}
+
 std::vector<size_t> displacements(const std::vector<size_t>& counts) {
   std::vector<size_t> d(counts.size());
   size_t off = 0;
@@ -334,16 +350,7 @@ void bind_comm(py::module_& m) {
           "gather",
           [](Comm& c, py::object send, py::object recv, int root, OptStr dtype, bool async_op) {
             Buf s = get_buf(send, "send", false, dtype);
-            void* rp = nullptr;
-            if (c.rank() == root) {
-              if (recv.is_none()) throw py::value_error("the root needs a recv buffer");
-              Buf r = get_buf(recv, "recv", true, dtype);
-              same_dtype(s, r);
-              if (r.count != s.count * static_cast<size_t>(c.size())) {
-                throw py::value_error("recv must hold size * len(send) elements");
-              }
-              rp = r.ptr();
-            }
+            void* rp = root_only(c, root, recv, "recv", s, dtype);
             return run(
                 async_op, {send, recv},
                 [&] { return c.gather(s.ptr(), rp, s.count, s.dtype, root); },
@@ -355,16 +362,7 @@ void bind_comm(py::module_& m) {
           "scatter",
           [](Comm& c, py::object send, py::object recv, int root, OptStr dtype, bool async_op) {
             Buf r = get_buf(recv, "recv", true, dtype);
-            const void* sp = nullptr;
-            if (c.rank() == root) {
-              if (send.is_none()) throw py::value_error("the root needs a send buffer");
-              Buf s = get_buf(send, "send", false, dtype);
-              same_dtype(s, r);
-              if (s.count != r.count * static_cast<size_t>(c.size())) {
-                throw py::value_error("send must hold size * len(recv) elements");
-              }
-              sp = s.ptr();
-            }
+            const void* sp = root_only(c, root, send, "send", r, dtype);
             return run(
                 async_op, {send, recv},
                 [&] { return c.scatter(sp, r.ptr(), r.count, r.dtype, root); },
