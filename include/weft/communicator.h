@@ -117,6 +117,12 @@ class WEFT_API Communicator {
   // Waits for pending operations, then closes connections. Idempotent; the destructor calls it.
   Status shutdown();
 
+  // This rank's most recent operations (Options::flight_recorder of them) as JSON: id, op,
+  // describe ("allreduce #812 (f32 x 1024, sum)"), state (queued, running, done, failed), times
+  // in seconds relative to now, error. The same record is written to Options::diag_dir when an
+  // operation fails. See docs/diagnostics.md.
+  std::string flight_record_json() const;
+
  private:
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
   std::unique_ptr<CommunicatorImpl> impl_;

@@ -67,6 +67,10 @@ struct WEFT_API Options {
 
   std::string log_level = "warn";  // trace, debug, info, warn, error, off
 
+  // Diagnosis.
+  size_t flight_recorder = 1024;  // recent operations kept per communicator (0: off)
+  std::string diag_dir;           // where a failed operation's flight record is written (JSON)
+
   Algorithm algorithm(OpKind k) const { return algorithms[static_cast<size_t>(k)]; }
   void set_algorithm(OpKind k, Algorithm a) { algorithms[static_cast<size_t>(k)] = a; }
 

@@ -470,6 +470,13 @@ void bind_comm(py::module_& m) {
           "Ranks with the same color form a new communicator, ordered by (key, rank). A negative "
           "color returns None.")
       .def(
+          "flight_record",
+          [](const Comm& c) {
+            return py::module_::import("json").attr("loads")(c.flight_record_json());
+          },
+          "This rank's recent operations (dict with 'entries': op, describe, state, times in "
+          "seconds relative to now, error); see docs/diagnostics.md.")
+      .def(
           "abort", [](Comm& c, const std::string& why) { c.abort(why); },
           "reason"_a = "abort() called from Python")
       .def("shutdown", [](Comm& c) {

@@ -130,6 +130,9 @@ Status Options::validate() const {
     errors.push_back(fmt::format("eager_threshold={}: must not exceed eager_credit_bytes={}",
                                  format_size(eager_threshold), format_size(eager_credit_bytes)));
   }
+  if (flight_recorder > (size_t{1} << 20)) {
+    errors.push_back(fmt::format("flight_recorder={}: at most 1048576 entries", flight_recorder));
+  }
   if (!is_log_level(log_level)) {
     errors.push_back(fmt::format(
         "log_level={}: choose one of: trace, debug, info, warn, error, off", log_level));
@@ -161,10 +164,11 @@ std::string Options::describe() const {
   return fmt::format(
       "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
       "eager_threshold={} eager_credit_bytes={} reactor_threads={} interface=\"{}\" "
-      "host_id=\"{}\" timeout={} connect_timeout={} log_level={}",
+      "host_id=\"{}\" timeout={} connect_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
       rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
       format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads, interface,
-      host_id, format_duration(timeout), format_duration(connect_timeout), log_level);
+      host_id, format_duration(timeout), format_duration(connect_timeout), log_level,
+      flight_recorder, diag_dir);
 }
 
 Result<Options> Options::from_env(const Options& base) {

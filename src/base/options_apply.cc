@@ -160,6 +160,15 @@ const Setting kSettings[] = {
        return assign(parse_duration(v),
                      [&](std::chrono::milliseconds d) { o.connect_timeout = d; });
      }},
+    {"WEFT_FLIGHT_RECORDER", "flight_recorder",
+     [](Options& o, std::string_view v) {
+       return assign(parse_size(v), [&](size_t n) { o.flight_recorder = n; });
+     }},
+    {"WEFT_DIAG_DIR", "diag_dir",
+     [](Options& o, std::string_view v) {
+       o.diag_dir = std::string(trim(v));
+       return Status::success();
+     }},
     {"WEFT_LOG_LEVEL", "log_level",
      [](Options& o, std::string_view v) {
        const std::string s = lower(trim(v));

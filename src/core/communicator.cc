@@ -198,4 +198,6 @@ Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 Status Communicator::shutdown() { return impl_->shutdown(); }
 
+std::string Communicator::flight_record_json() const { return impl_->flight_record_json(); }
+
 }  // namespace weft

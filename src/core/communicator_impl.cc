@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <random>
 
@@ -60,6 +64,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   c->store_ = std::move(store);
   c->server_ = std::move(server);
   c->pool_ = std::make_unique<BufferPool>();
+  c->recorder_ = std::make_unique<FlightRecorder>(options.flight_recorder);
   if (c->options_.host_id.empty()) c->options_.host_id = tcp::default_host_id();
   if (c->rank() == 0) log::info("options: {}", c->options_.describe());
 
@@ -130,12 +135,25 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     work->finish(Status(ErrorCode::aborted, fmt::format("rank {}: communicator is shut down", rank())));
     return work;
   }
+  FlightEntry entry;
+  entry.kind = op.kind;
+  entry.queued = FlightEntry::Clock::now();
   if (!op.p2p) {
     op.fp = make_fingerprint(op.args, ++next_seq_);
+    entry.dtype = op.fp.dtype;
+    entry.op = op.fp.op;
+    entry.root = op.fp.root;
+    entry.count = op.fp.count;
+    entry.seq = op.fp.seq;
   } else {
+    entry.count = op.bytes;
+    entry.peer = op.peer;
+    entry.tag = op.tag;
+    entry.work = work;
     std::erase_if(p2p_in_flight_, [](const auto& w) { return w->test(); });
     p2p_in_flight_.push_back(work);
   }
+  op.record = recorder_->add(std::move(entry));
   if (queue_.empty() && !running_) {
     running_ = true;
     lock.unlock();
@@ -177,7 +195,9 @@ Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
                         op.kind == OpKind::send ? "to" : "from",
                         op.peer == kAnySource ? "any rank" : fmt::format("rank {}", op.peer),
                         op.tag, secs));
+  const bool first = broken().ok();
   set_broken(st);
+  if (first) dump_flight_record(st);
   return st;
 }
 
@@ -199,6 +219,8 @@ void CommunicatorImpl::execute(Op& op) {
     copy.work.reset();
     op.work->arm_p2p(WorkImpl::Clock::now() + options_.timeout,
                      [this, copy](const WorkImpl& w) { return p2p_deadline_passed(w, copy); });
+    // It ends in the transport; snapshots read the Work's state.
+    recorder_->mark_running(op.record, FlightEntry::Clock::now());
     if (op.kind == OpKind::send) {
       transport_->post_send(&r);
     } else {
@@ -207,6 +229,7 @@ void CommunicatorImpl::execute(Op& op) {
     return;
   }
   op.work->mark_started();
+  recorder_->mark_running(op.record, op.work->start_time());
   transport_->begin_operation(op.fp);
   Status st;
   {
@@ -215,11 +238,35 @@ void CommunicatorImpl::execute(Op& op) {
   }
   transport_->end_operation();
   if (st.ok()) st = transport_->error();
+  recorder_->mark_ended(op.record, st);
   if (!st.ok()) {
     st = describe_failure(st, rank(), op.fp);
+    const bool first = broken().ok();
     set_broken(st);
+    if (first) dump_flight_record(st);
   }
   op.work->finish(st);
+}
+
+void CommunicatorImpl::dump_flight_record(const Status& why) {
+  log::warn("rank {}: in flight after the failure: {}", rank(), recorder_->pending_summary());
+  if (options_.diag_dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(options_.diag_dir, ec);
+  const auto path = std::filesystem::path(options_.diag_dir) /
+                    fmt::format("weft-flight-rank{}-pid{}.json", rank(), ::getpid());
+  std::ofstream out(path);
+  out << recorder_->to_json(rank(), size()) << "\n";
+  if (out) {
+    log::warn("rank {}: flight record written to {} ({})", rank(), path.string(),
+              to_string(why.code()));
+  } else {
+    log::warn("rank {}: could not write the flight record to {}", rank(), path.string());
+  }
+}
+
+std::string CommunicatorImpl::flight_record_json() const {
+  return recorder_->to_json(rank(), size());
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int key) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "collective/context.h"
+#include "core/flight_recorder.h"
 #include "core/work_impl.h"
 #include "runtime/buffer_pool.h"
 #include "transport/transport.h"
@@ -47,6 +48,9 @@ class CommunicatorImpl {
   void abort(const std::string& reason);
   Status shutdown();
 
+  // This rank's recent operations as JSON (FlightRecorder::to_json).
+  std::string flight_record_json() const;
+
  private:
   struct Op {
     bool p2p = false;
@@ -58,6 +62,7 @@ class CommunicatorImpl {
     int peer = -1;
     uint32_t tag = 0;
     std::shared_ptr<WorkImpl> work;
+    uint64_t record = 0;  // flight recorder entry
   };
 
   CommunicatorImpl() = default;
@@ -66,11 +71,14 @@ class CommunicatorImpl {
   void executor_loop();
   void set_broken(const Status& st);
   Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
+  // After a failure: logs what else was in flight and writes the flight record to diag_dir.
+  void dump_flight_record(const Status& why);
 
   Options options_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<BufferPool> pool_;
+  std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
   uint64_t split_count_ = 0;  // caller order; collective like split itself
 

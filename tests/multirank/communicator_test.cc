@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <numeric>
 #include <set>
 #include <thread>
 
 #include <time.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "multirank/comm_harness.h"
 
@@ -364,6 +369,46 @@ TEST(Communicator, MissingRankTimesOutNamingTheOperation) {
     EXPECT_GE(waited, std::chrono::milliseconds(1400));
     EXPECT_LT(waited, std::chrono::seconds(15));
   });
+}
+
+// The flight recorder lists every operation with its state; when one fails, the record lands in
+// diag_dir with the failed operation and the error.
+TEST(Communicator, FlightRecordNamesTheFailedOperationInDiagDir) {
+  Options o = test_options();
+  o.timeout = std::chrono::milliseconds(1000);
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("weft_diag_test_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  o.diag_dir = dir.string();
+  std::atomic<bool> done{false};
+  run_comm_ranks(2, o, [&](Communicator& c) {
+    std::vector<float> v(100, 1.0f);
+    ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+    ASSERT_TRUE(c.barrier().ok());
+    auto first = nlohmann::json::parse(c.flight_record_json());
+    ASSERT_EQ(first["entries"].size(), 2u);
+    EXPECT_EQ(first["entries"][0]["describe"], "allreduce #1 (f32 x 100, sum)");
+    EXPECT_EQ(first["entries"][0]["state"], "done");
+    EXPECT_EQ(first["entries"][1]["op"], "barrier");
+    if (c.rank() == 1) {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // never calls the second allreduce
+    }
+    Status st = c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::max);
+    done = true;
+    EXPECT_EQ(st.code(), ErrorCode::timeout);
+    const auto file = dir / ("weft-flight-rank0-pid" + std::to_string(::getpid()) + ".json");
+    ASSERT_TRUE(std::filesystem::exists(file)) << file;
+    std::ifstream in(file);
+    auto doc = nlohmann::json::parse(in);
+    EXPECT_EQ(doc["rank"], 0);
+    ASSERT_EQ(doc["entries"].size(), 3u);
+    const auto& last = doc["entries"][2];
+    EXPECT_EQ(last["describe"], "allreduce #3 (f32 x 100, max)");
+    EXPECT_EQ(last["state"], "failed");
+    EXPECT_NE(last["error"].get<std::string>().find("timed out"), std::string::npos);
+  });
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Communicator, AbortEndsThePeersPendingOperation) {

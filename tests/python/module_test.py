@@ -220,6 +220,12 @@ if rank == 0:
         t.join()
     expect(not errors, f"timeout: {errors}")
 
+rec = comm.flight_record()
+expect(rec["rank"] == rank and rec["entries"], "flight record")
+last = rec["entries"][-1]
+expect(last["state"] == "done" and last["describe"].startswith(last["op"]),
+       f"last recorded op {last}")
+
 comm.barrier()
 comm.shutdown()
 print(f"rank {rank}: module test passed", flush=True)
