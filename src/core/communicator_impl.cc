@@ -5,10 +5,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
+#include <optional>
 #include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "base/log.h"
 #include "collective/collective.h"
@@ -70,6 +74,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
 
   auto token = agree_token(*c->store_, c->rank(), options.connect_timeout);
   if (!token.ok()) return token.status();
+  c->token_ = token.value();
   TcpTransportConfig tc;
   tc.rank = c->rank();
   tc.size = c->size();
@@ -243,9 +248,88 @@ void CommunicatorImpl::execute(Op& op) {
     st = describe_failure(st, rank(), op.fp);
     const bool first = broken().ok();
     set_broken(st);
-    if (first) dump_flight_record(st);
+    if (first) {
+      if (st.code() == ErrorCode::timeout) st = explain_timeout(st, op.fp);
+      dump_flight_record(st);
+    }
   }
   op.work->finish(st);
+}
+
+namespace {
+
+// "0-2,4,6-7"
+std::string rank_ranges(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size();) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    out += fmt::format("{}{}", out.empty() ? "" : ",", ranks[i]);
+    if (j > i) out += fmt::format("{}{}", j == i + 1 ? "," : "-", ranks[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string ranks_word(const std::vector<int>& ranks) {
+  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(ranks);
+}
+
+}  // namespace
+
+Status CommunicatorImpl::explain_timeout(const Status& st, const Fingerprint& fp) {
+  using Clock = std::chrono::steady_clock;
+  if (size() < 2) return st;
+  // One key per rank and communicator; each rank writes it at most once (its first failure).
+  auto key = [&](int r) { return fmt::format("weft-diag/{:x}/rank{}", token_, r); };
+  const double waited = std::chrono::duration<double>(options_.timeout).count();
+  nlohmann::json mine = {{"seq", fp.seq}, {"op", fp.describe()}, {"waited_s", waited}};
+  if (!store_->set(key(rank()), mine.dump()).ok()) return st;
+  // The other ranks that wait in the same collective time out at about the same moment.
+  const auto deadline = Clock::now() + std::min<std::chrono::milliseconds>(
+                                           options_.timeout, std::chrono::milliseconds(2000));
+  std::vector<std::optional<nlohmann::json>> reports(static_cast<size_t>(size()));
+  while (true) {
+    bool all = true;
+    for (int r = 0; r < size(); ++r) {
+      auto& rep = reports[static_cast<size_t>(r)];
+      if (rep) continue;
+      auto have = store_->check({key(r)});
+      if (have.ok() && have.value()) {
+        auto text = store_->get_string(key(r), std::chrono::milliseconds(100));
+        if (text.ok()) {
+          auto j = nlohmann::json::parse(text.value(), nullptr, false);
+          if (!j.is_discarded() && j.contains("seq")) rep = std::move(j);
+        }
+      }
+      all = all && rep.has_value();
+    }
+    if (all || Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::vector<int> waiting, silent;
+  std::string elsewhere;
+  for (int r = 0; r < size(); ++r) {
+    const auto& rep = reports[static_cast<size_t>(r)];
+    if (!rep) {
+      silent.push_back(r);
+    } else if (rep->value("seq", uint64_t{0}) == fp.seq) {
+      waiting.push_back(r);
+    } else {
+      elsewhere += fmt::format("; rank {} is stuck in {}", r, rep->value("op", std::string("?")));
+    }
+  }
+  std::string text;
+  if (!silent.empty()) {
+    text = fmt::format("; {} {} not entered {} or {} not responding ({} waiting in it since {:.1f} s)",
+                       ranks_word(silent), silent.size() == 1 ? "has" : "have", fp.describe(),
+                       silent.size() == 1 ? "is" : "are", ranks_word(waiting), waited);
+  } else if (elsewhere.empty()) {
+    text = fmt::format("; every rank is waiting in {}", fp.describe());
+  }
+  text += elsewhere;
+  log::warn("rank {}: {}", rank(), text.substr(2));
+  return Status(st.code(), st.message() + text);
 }
 
 void CommunicatorImpl::dump_flight_record(const Status& why) {

@@ -73,6 +73,10 @@ class CommunicatorImpl {
   Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
   // After a failure: logs what else was in flight and writes the flight record to diag_dir.
   void dump_flight_record(const Status& why);
+  // After collective `fp` timed out here: publishes where this rank is through the store, waits
+  // briefly for the other ranks' reports and returns `st` with who is behind, e.g.
+  // "...; rank 3 has not entered allreduce #812 (ranks 0-2,4-7 waiting in it since 31.2 s)".
+  Status explain_timeout(const Status& st, const Fingerprint& fp);
 
   Options options_;
   std::shared_ptr<Store> store_;
@@ -81,6 +85,7 @@ class CommunicatorImpl {
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
   uint64_t split_count_ = 0;  // caller order; collective like split itself
+  uint64_t token_ = 0;        // this communicator's id, agreed at creation
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

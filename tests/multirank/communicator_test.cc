@@ -411,6 +411,28 @@ TEST(Communicator, FlightRecordNamesTheFailedOperationInDiagDir) {
   std::filesystem::remove_all(dir);
 }
 
+// A timeout says who is behind: the ranks that wait in the collective publish where they are
+// through the store, and the rank that never called it is named.
+TEST(Communicator, TimeoutNamesTheRankThatHasNotEnteredTheCollective) {
+  Options o = test_options();
+  o.timeout = std::chrono::milliseconds(1000);
+  std::atomic<int> finished{0};
+  run_comm_ranks(3, o, [&](Communicator& c) {
+    if (c.rank() == 1) {
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return;  // never calls the allreduce
+    }
+    std::vector<float> v(1000, 1.0f);
+    Status st = c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+    ++finished;
+    EXPECT_EQ(st.code(), ErrorCode::timeout);
+    EXPECT_NE(st.message().find("rank 1 has not entered allreduce #1 (f32 x 1000, sum) or is not "
+                                "responding (ranks 0,2 waiting in it since 1.0 s)"),
+              std::string::npos)
+        << st.message();
+  });
+}
+
 TEST(Communicator, AbortEndsThePeersPendingOperation) {
   run_comm_ranks(3, test_options(), [](Communicator& c) {
     if (c.rank() == 2) {
