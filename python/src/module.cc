@@ -216,6 +216,22 @@ std::vector<size_t> displacements(const std::vector<size_t>& counts) {
 using Comm = Communicator;
 using OptStr = std::optional<std::string>;
 
+// Destroying a communicator closes it gracefully: it waits (up to its timeout) for the peers'
+// goodbyes. That must not hold the GIL, or ranks that are Python threads of one process would
+// wait for each other's destructors behind it.
+struct ReleaseGilDelete {
+  void operator()(Comm* c) const {
+    if (c == nullptr) return;
+    if (Py_IsInitialized() && PyGILState_Check()) {
+      py::gil_scoped_release nogil;
+      delete c;
+    } else {
+      delete c;
+    }
+  }
+};
+using CommPtr = std::unique_ptr<Comm, ReleaseGilDelete>;
+
 Options options_from_kwargs(const py::kwargs& kwargs, Options o) {
   for (auto item : kwargs) {
     std::string key = py::str(item.first);
@@ -247,7 +263,7 @@ void bind_comm(py::module_& m) {
            "The rank a completed receive came from (after one from weft.ANY_SOURCE); -1 "
            "otherwise.");
 
-  py::class_<Comm>(m, "Communicator",
+  py::class_<Comm, CommPtr>(m, "Communicator",
                    "A group of ranks. Create with weft.init(); every collective must be called "
                    "by every rank in the same order.")
       .def_property_readonly("rank", &Comm::rank)
@@ -464,7 +480,7 @@ void bind_comm(py::module_& m) {
               }
             }
             check(st);
-            return sub;
+            return CommPtr(sub.release());
           },
           "color"_a, "key"_a = 0,
           "Ranks with the same color form a new communicator, ordered by (key, rank). A negative "
@@ -583,7 +599,7 @@ PYBIND11_MODULE(_weft, m) {
           }
         }
         check(st);
-        return comm;
+        return CommPtr(comm.release());
       },
       "rank"_a = py::none(), "size"_a = py::none(), "store"_a = nullptr,
       "Creates a communicator: from the launcher's environment (weft run, torchrun, mpirun, "

@@ -4,6 +4,7 @@ first failure."""
 import datetime
 import sys
 import threading
+import time
 
 import numpy as np
 
@@ -219,6 +220,25 @@ if rank == 0:
     for t in ts:
         t.join()
     expect(not errors, f"timeout: {errors}")
+
+    # Ranks as threads that just drop their communicators: the graceful close of each waits for
+    # the other's goodbye, which must not be held up by the GIL.
+    st2 = weft.MemoryStore()
+
+    def dropper(r):
+        c = weft.init(rank=r, size=2, store=st2, timeout=datetime.timedelta(seconds=20))
+        x = np.ones(4)
+        c.allreduce(x)
+        del c  # destroyed here, closing gracefully
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=dropper, args=(r,)) for r in range(2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    expect(time.monotonic() - t0 < 10, f"dropping thread-rank communicators took "
+           f"{time.monotonic() - t0:.1f} s")
 
 rec = comm.flight_record()
 expect(rec["rank"] == rank and rec["entries"], "flight record")
