@@ -20,7 +20,9 @@
 
 namespace weft {
 
-enum class TransportKind : uint8_t { automatic = 0, tcp };
+// automatic: shared memory when every rank is on one host (same host id and process namespace),
+// else TCP.
+enum class TransportKind : uint8_t { automatic = 0, tcp, shm };
 
 // Algorithms a collective may be forced to use. `automatic` lets the selector choose per call by
 // message size and world size. Not every algorithm implements every collective; forcing one that
@@ -56,6 +58,7 @@ struct WEFT_API Options {
   size_t eager_threshold = 64 * 1024;     // messages up to this size are sent eagerly
   size_t eager_credit_bytes = 4 << 20;    // most unexpected eager bytes one peer may hold here
   int reactor_threads = 1;                // epoll threads per communicator
+  size_t shm_ring_bytes = 1 << 20;        // shared-memory ring per ordered pair of ranks
 
   // Networking.
   std::string interface;  // NIC name ("eth0") or IPv4 CIDR ("10.1.0.0/16"); empty = automatic

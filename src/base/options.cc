@@ -58,6 +58,7 @@ const char* to_string(TransportKind t) {
   switch (t) {
     case TransportKind::automatic: return "auto";
     case TransportKind::tcp: return "tcp";
+    case TransportKind::shm: return "shm";
   }
   return "?";
 }
@@ -137,7 +138,12 @@ Status Options::validate() const {
     errors.push_back(fmt::format(
         "log_level={}: choose one of: trace, debug, info, warn, error, off", log_level));
   }
-  if (static_cast<int>(transport) > static_cast<int>(TransportKind::tcp)) {
+  if (shm_ring_bytes < (64 << 10) || shm_ring_bytes > (size_t{1} << 30) ||
+      shm_ring_bytes % 4096 != 0) {
+    errors.push_back(fmt::format("shm_ring_bytes={}: must be a multiple of 4KiB from 64KiB to 1GiB",
+                                 format_size(shm_ring_bytes)));
+  }
+  if (static_cast<int>(transport) > static_cast<int>(TransportKind::shm)) {
     errors.push_back("transport: unknown value");
   }
   for (int i = 0; i < kOpKindCount; ++i) {
@@ -163,10 +169,11 @@ std::string Options::describe() const {
   }
   return fmt::format(
       "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
-      "eager_threshold={} eager_credit_bytes={} reactor_threads={} interface=\"{}\" "
-      "host_id=\"{}\" timeout={} connect_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
+      "eager_threshold={} eager_credit_bytes={} reactor_threads={} shm_ring_bytes={} "
+      "interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
       rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
-      format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads, interface,
+      format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads,
+      format_size(shm_ring_bytes), interface,
       host_id, format_duration(timeout), format_duration(connect_timeout), log_level,
       flight_recorder, diag_dir);
 }

@@ -117,8 +117,10 @@ const Setting kSettings[] = {
          o.transport = TransportKind::automatic;
        else if (s == "tcp")
          o.transport = TransportKind::tcp;
+       else if (s == "shm")
+         o.transport = TransportKind::shm;
        else
-         return invalid("unknown transport (choose one of: auto, tcp)");
+         return invalid("unknown transport (choose one of: auto, tcp, shm)");
        return Status::success();
      }},
     {"WEFT_CHUNK_BYTES", "chunk_bytes",
@@ -132,6 +134,10 @@ const Setting kSettings[] = {
     {"WEFT_EAGER_THRESHOLD", "eager_threshold",
      [](Options& o, std::string_view v) {
        return assign(parse_size(v), [&](size_t n) { o.eager_threshold = n; });
+     }},
+    {"WEFT_SHM_RING_BYTES", "shm_ring_bytes",
+     [](Options& o, std::string_view v) {
+       return assign(parse_size(v), [&](size_t n) { o.shm_ring_bytes = n; });
      }},
     {"WEFT_EAGER_CREDIT_BYTES", "eager_credit_bytes",
      [](Options& o, std::string_view v) {

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "collective/collective.h"
 #include "transport/tcp/socket.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "weft/communicator.h"
 
@@ -75,13 +76,43 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   auto token = agree_token(*c->store_, c->rank(), options.connect_timeout);
   if (!token.ok()) return token.status();
   c->token_ = token.value();
-  TcpTransportConfig tc;
-  tc.rank = c->rank();
-  tc.size = c->size();
-  tc.token = token.value();
-  tc.host_id = c->options_.host_id;
-  tc.options = c->options_;
-  auto transport = make_tcp_transport(tc, *c->store_, *c->pool_);
+  bool use_shm = false;
+  if (c->options_.transport != TransportKind::tcp) {
+    std::string detail;
+    auto other = shm_first_other_host(*c->store_, c->rank(), c->size(),
+                                      shm_host_key(c->options_.host_id), options.connect_timeout,
+                                      &detail);
+    if (!other.ok()) return other.status();
+    use_shm = other.value() < 0;
+    if (!use_shm && c->options_.transport == TransportKind::shm) {
+      return Status(ErrorCode::invalid_argument,
+                    fmt::format("rank {}: transport=shm needs every rank on one host, but {}; use "
+                                "transport=auto or tcp",
+                                c->rank(), detail));
+    }
+  }
+  if (c->rank() == 0) {
+    log::info("transport: {} ({} ranks{})", use_shm ? "shm" : "tcp", c->size(),
+              use_shm ? ", all on one host" : "");
+  }
+  auto make_transport = [&]() -> Result<std::unique_ptr<Transport>> {
+    if (use_shm) {
+      ShmTransportConfig sc;
+      sc.rank = c->rank();
+      sc.size = c->size();
+      sc.token = token.value();
+      sc.options = c->options_;
+      return make_shm_transport(sc, *c->store_, *c->pool_);
+    }
+    TcpTransportConfig tc;
+    tc.rank = c->rank();
+    tc.size = c->size();
+    tc.token = token.value();
+    tc.host_id = c->options_.host_id;
+    tc.options = c->options_;
+    return make_tcp_transport(tc, *c->store_, *c->pool_);
+  };
+  auto transport = make_transport();
   if (!transport.ok()) return transport.status();
   c->transport_ = std::move(transport.value());
   return c;
@@ -396,7 +427,7 @@ Status CommunicatorImpl::shutdown() {
   if (executor_.joinable()) executor_.join();
   Status result = broken();
   if (transport_) {
-    if (result.ok()) close_tcp_transport(*transport_, options_.timeout);
+    if (result.ok()) transport_->close(options_.timeout);
     transport_.reset();
   }
   p2p_in_flight_.clear();

@@ -1,8 +1,9 @@
 // Transport: moves tagged byte messages between the ranks of one communicator.
 //
 // Collectives never name a transport: they post Requests through a Context (collective/context.h)
-// which forwards them here. Implementations: tcp/ (sockets on an epoll reactor) and local/ (ranks
-// as threads of one process, for tests). Every implementation must:
+// which forwards them here. Implementations: tcp/ (sockets on an epoll reactor), shm/ (rings in
+// shared memory between the processes of one host) and local/ (ranks as threads of one process,
+// for tests). Every implementation must:
 //  - match a receive to a send by (peer, tag); several messages with the same (peer, tag) match in
 //    the order they were posted;
 //  - deliver the payload straight into the posted receive buffer when it is already posted;
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -128,6 +130,10 @@ class Transport {
   virtual void fail(const Status& status) = 0;
   // The first error that broke this transport (a lost peer, a protocol error, fail()); ok if none.
   virtual Status error() const = 0;
+  // Clean shutdown once every operation has ended: tells the peers this rank is leaving (so its
+  // exit is not taken for a failure) and waits at most `timeout` for what they need from it.
+  // Requests still pending end with ErrorCode::aborted.
+  virtual void close(std::chrono::milliseconds timeout) { (void)timeout; }
 };
 
 }  // namespace weft

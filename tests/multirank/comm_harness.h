@@ -1,5 +1,6 @@
 // Runs N ranks of a test as threads of this process, each with its own weft::Communicator over
-// the real TCP transport (loopback), meeting through one in-memory store.
+// a real transport (TCP on loopback or shared memory), meeting through one in-memory store.
+// Suites parameterised by TransportKind run once per transport (CommunicatorOverEachTransport).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,8 +15,25 @@
 
 namespace weft::testing {
 
+// The transport test_options() asks for; set by CommunicatorOverEachTransport for each run.
+inline TransportKind& test_transport() {
+  static TransportKind kind = TransportKind::automatic;
+  return kind;
+}
+
+class CommunicatorOverEachTransport : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override { test_transport() = GetParam(); }
+  void TearDown() override { test_transport() = TransportKind::automatic; }
+};
+
+inline std::string transport_param_name(const ::testing::TestParamInfo<TransportKind>& info) {
+  return to_string(info.param);
+}
+
 inline Options test_options() {
   Options o;
+  o.transport = test_transport();
   o.timeout = std::chrono::seconds(60);
   o.connect_timeout = std::chrono::seconds(60);
   o.host_id = "test-host";

@@ -1,4 +1,4 @@
-// The public Communicator over TCP on loopback, ranks as threads: every collective through the
+// The public Communicator over TCP on loopback and over shared memory, ranks as threads: every collective through the
 // C++ API (blocking and async), point-to-point matching, flow control, split, and the error
 // paths (mismatch, timeout, abort, bad arguments) that must end in an error, never a hang.
 #include <gtest/gtest.h>
@@ -25,7 +25,12 @@ using testing::run_comm_ranks;
 using testing::test_options;
 using Clock = std::chrono::steady_clock;
 
-TEST(Communicator, EveryCollectiveThroughThePublicApi) {
+class CommunicatorTest : public testing::CommunicatorOverEachTransport {};
+INSTANTIATE_TEST_SUITE_P(Transports, CommunicatorTest,
+                         ::testing::Values(TransportKind::tcp, TransportKind::shm),
+                         testing::transport_param_name);
+
+TEST_P(CommunicatorTest, EveryCollectiveThroughThePublicApi) {
   for (int n : {1, 2, 3, 4}) {
     SCOPED_TRACE("world size " + std::to_string(n));
     run_comm_ranks(n, test_options(), [n](Communicator& c) {
@@ -103,7 +108,7 @@ TEST(Communicator, EveryCollectiveThroughThePublicApi) {
   }
 }
 
-TEST(Communicator, AsyncOperationsRunInCallOrder) {
+TEST_P(CommunicatorTest, AsyncOperationsRunInCallOrder) {
   run_comm_ranks(3, test_options(), [](Communicator& c) {
     constexpr int kOps = 20;
     std::vector<std::vector<float>> bufs(kOps, std::vector<float>(50000, 1.0f));
@@ -121,7 +126,7 @@ TEST(Communicator, AsyncOperationsRunInCallOrder) {
   });
 }
 
-TEST(Communicator, PointToPointLargeAndSmallInBothDirections) {
+TEST_P(CommunicatorTest, PointToPointLargeAndSmallInBothDirections) {
   Options o = test_options();
   o.eager_threshold = 1024;
   run_comm_ranks(2, o, [](Communicator& c) {
@@ -137,7 +142,7 @@ TEST(Communicator, PointToPointLargeAndSmallInBothDirections) {
   });
 }
 
-TEST(Communicator, ReceivesMayBePostedInAnotherOrderThanSends) {
+TEST_P(CommunicatorTest, ReceivesMayBePostedInAnotherOrderThanSends) {
   Options o = test_options();
   o.eager_threshold = 4096;
   run_comm_ranks(2, o, [](Communicator& c) {
@@ -161,7 +166,7 @@ TEST(Communicator, ReceivesMayBePostedInAnotherOrderThanSends) {
   });
 }
 
-TEST(Communicator, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
+TEST_P(CommunicatorTest, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
   Options o = test_options();
   o.eager_threshold = 16 * 1024;
   o.eager_credit_bytes = 64 * 1024;  // only 4 eager messages may be parked at the receiver
@@ -190,7 +195,7 @@ TEST(Communicator, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
 // Between collectives the reactor does not read (the next operation does); point-to-point
 // traffic that follows must still complete, whether it arrived while this rank was idle or
 // arrives while it sleeps in the receive, eager or rendezvous, and collectives after it too.
-TEST(Communicator, PointToPointAfterCollectivesWithIdleGaps) {
+TEST_P(CommunicatorTest, PointToPointAfterCollectivesWithIdleGaps) {
   Options o = test_options();
   o.eager_threshold = 4096;
   run_comm_ranks(3, o, [](Communicator& c) {
@@ -221,7 +226,7 @@ TEST(Communicator, PointToPointAfterCollectivesWithIdleGaps) {
 // kAnySource takes messages from whichever rank sent them: parked before the receive was
 // posted, arriving after it (eager and rendezvous), and from oneself; Work::source() names the
 // sender.
-TEST(Communicator, ReceiveFromAnySource) {
+TEST_P(CommunicatorTest, ReceiveFromAnySource) {
   Options o = test_options();
   o.eager_threshold = 1024;
   run_comm_ranks(4, o, [](Communicator& c) {
@@ -278,7 +283,7 @@ TEST(Communicator, ReceiveFromAnySource) {
   });
 }
 
-TEST(Communicator, SendToSelf) {
+TEST_P(CommunicatorTest, SendToSelf) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     int v = 40 + c.rank(), got = 0;
     auto s = c.send_async(&v, sizeof(v), c.rank(), 1);
@@ -288,12 +293,13 @@ TEST(Communicator, SendToSelf) {
   });
 }
 
-TEST(Communicator, ManySocketsAndReactors) {
+TEST_P(CommunicatorTest, ManySocketsAndReactors) {
   Options o = test_options();
   o.sockets_per_peer = 4;
   o.reactor_threads = 2;
   o.eager_threshold = 1024;
   o.interface = "lo";
+  o.transport = TransportKind::tcp;  // sockets are what this test is about
   o.host_id = "";  // per rank below: every rank "on its own host", so pairs use 4 sockets
   run_comm_ranks(4, o, [](Communicator& c) {
     std::vector<float> buf(3 << 20, 1.0f);
@@ -303,7 +309,7 @@ TEST(Communicator, ManySocketsAndReactors) {
   });
 }
 
-TEST(Communicator, SplitByParity) {
+TEST_P(CommunicatorTest, SplitByParity) {
   run_comm_ranks(5, test_options(), [](Communicator& c) {
     auto sub = c.split(c.rank() % 2, -c.rank());  // reverse order inside each group
     ASSERT_TRUE(sub.ok()) << sub.status().to_string();
@@ -323,7 +329,7 @@ TEST(Communicator, SplitByParity) {
   });
 }
 
-TEST(Communicator, MismatchedCollectivesFailOnEveryRankNamingBothCalls) {
+TEST_P(CommunicatorTest, MismatchedCollectivesFailOnEveryRankNamingBothCalls) {
   run_comm_ranks(3, test_options(), [](Communicator& c) {
     std::vector<float> buf(100, 1.0f);
     Status st = c.rank() == 1 ? c.broadcast(buf.data(), buf.size(), DataType::fp32, 0)
@@ -338,7 +344,7 @@ TEST(Communicator, MismatchedCollectivesFailOnEveryRankNamingBothCalls) {
   });
 }
 
-TEST(Communicator, MismatchedCountsFail) {
+TEST_P(CommunicatorTest, MismatchedCountsFail) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     std::vector<int32_t> buf(200, 1);
     size_t count = c.rank() == 0 ? 100 : 200;
@@ -349,7 +355,7 @@ TEST(Communicator, MismatchedCountsFail) {
   });
 }
 
-TEST(Communicator, MissingRankTimesOutNamingTheOperation) {
+TEST_P(CommunicatorTest, MissingRankTimesOutNamingTheOperation) {
   Options o = test_options();
   o.timeout = std::chrono::milliseconds(1500);
   std::atomic<bool> done{false};
@@ -373,7 +379,7 @@ TEST(Communicator, MissingRankTimesOutNamingTheOperation) {
 
 // The flight recorder lists every operation with its state; when one fails, the record lands in
 // diag_dir with the failed operation and the error.
-TEST(Communicator, FlightRecordNamesTheFailedOperationInDiagDir) {
+TEST_P(CommunicatorTest, FlightRecordNamesTheFailedOperationInDiagDir) {
   Options o = test_options();
   o.timeout = std::chrono::milliseconds(1000);
   const auto dir = std::filesystem::temp_directory_path() /
@@ -413,7 +419,7 @@ TEST(Communicator, FlightRecordNamesTheFailedOperationInDiagDir) {
 
 // A timeout says who is behind: the ranks that wait in the collective publish where they are
 // through the store, and the rank that never called it is named.
-TEST(Communicator, TimeoutNamesTheRankThatHasNotEnteredTheCollective) {
+TEST_P(CommunicatorTest, TimeoutNamesTheRankThatHasNotEnteredTheCollective) {
   Options o = test_options();
   o.timeout = std::chrono::milliseconds(1000);
   std::atomic<int> finished{0};
@@ -433,7 +439,7 @@ TEST(Communicator, TimeoutNamesTheRankThatHasNotEnteredTheCollective) {
   });
 }
 
-TEST(Communicator, AbortEndsThePeersPendingOperation) {
+TEST_P(CommunicatorTest, AbortEndsThePeersPendingOperation) {
   run_comm_ranks(3, test_options(), [](Communicator& c) {
     if (c.rank() == 2) {
       std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -452,7 +458,7 @@ TEST(Communicator, AbortEndsThePeersPendingOperation) {
 
 // A rank blocked waiting for a late peer sleeps: oversubscribed jobs (more ranks than cores)
 // depend on it. Its thread's CPU time stays far below the time it waited.
-TEST(Communicator, BlockedRankSleepsInsteadOfSpinning) {
+TEST_P(CommunicatorTest, BlockedRankSleepsInsteadOfSpinning) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     float v = 1;
     if (c.rank() == 1) {
@@ -472,7 +478,7 @@ TEST(Communicator, BlockedRankSleepsInsteadOfSpinning) {
   });
 }
 
-TEST(Communicator, BadArgumentsFailBeforeSendingAnything) {
+TEST_P(CommunicatorTest, BadArgumentsFailBeforeSendingAnything) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     float v = 0;
     EXPECT_EQ(c.allreduce(nullptr, &v, 1, DataType::fp32, ReduceOp::sum).code(),

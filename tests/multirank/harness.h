@@ -10,7 +10,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -24,6 +27,7 @@
 #include "collective/context.h"
 #include "runtime/buffer_pool.h"
 #include "transport/local/local_transport.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 #include "weft/store.h"
@@ -38,7 +42,7 @@ struct NamedTransportFactory {
   TransportFactory make;
 };
 
-// A TCP transport plus the BufferPool it needs, which must outlive it.
+// A TCP or shared-memory transport plus the BufferPool it needs, which must outlive it.
 class OwningTcpTransport final : public Transport {
  public:
   OwningTcpTransport(std::unique_ptr<BufferPool> pool, std::unique_ptr<Transport> inner)
@@ -56,6 +60,7 @@ class OwningTcpTransport final : public Transport {
   }
   void fail(const Status& s) override { inner_->fail(s); }
   Status error() const override { return inner_->error(); }
+  void close(std::chrono::milliseconds timeout) override { inner_->close(timeout); }
 
  private:
   std::unique_ptr<BufferPool> pool_;
@@ -102,6 +107,45 @@ inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
   return out;
 }
 
+// n shared-memory transports (threads of this process share the segments like processes would).
+// Small rings, eager threshold and credits, so pads, full rings, rendezvous and credits are all
+// exercised.
+inline std::vector<std::unique_ptr<Transport>> make_shm_transports(int n) {
+  auto store = make_memory_store();
+  static std::atomic<uint64_t> next_token{0x5348};
+  const uint64_t token = next_token.fetch_add(1) ^ (static_cast<uint64_t>(::getpid()) << 20);
+  std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  std::mutex mu;
+  std::string error;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      ShmTransportConfig cfg;
+      cfg.rank = r;
+      cfg.size = n;
+      cfg.token = token;
+      cfg.options.rank = r;
+      cfg.options.size = n;
+      cfg.options.shm_ring_bytes = 64 * 1024;
+      cfg.options.eager_threshold = 4096;
+      cfg.options.eager_credit_bytes = 64 * 1024;
+      cfg.options.connect_timeout = std::chrono::seconds(30);
+      auto pool = std::make_unique<BufferPool>();
+      auto t = make_shm_transport(cfg, *store, *pool);
+      std::lock_guard<std::mutex> lock(mu);
+      if (!t.ok()) {
+        error = t.status().to_string();
+        return;
+      }
+      out[static_cast<size_t>(r)] =
+          std::make_unique<OwningTcpTransport>(std::move(pool), std::move(t.value()));
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw std::runtime_error("shm transports: " + error);
+  return out;
+}
+
 // "local": in-process, small messages eager, large ones rendezvous (like TCP).
 // "local_rendezvous": every send waits for its receive, which catches any algorithm that waits
 // on a send before posting the receive that would drain it.
@@ -111,6 +155,7 @@ inline const std::vector<NamedTransportFactory>& transport_factories() {
       {"local_rendezvous",
        [](int n) { return make_local_transports(n, LocalTransportOptions{.eager_threshold = 0}); }},
       {"tcp", [](int n) { return make_tcp_transports(n); }},
+      {"shm", [](int n) { return make_shm_transports(n); }},
   };
   return factories;
 }

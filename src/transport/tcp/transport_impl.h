@@ -135,6 +135,7 @@ class TcpTransport final : public Transport {
   Status error() const override;
 
   void close_gracefully(std::chrono::milliseconds timeout);
+  void close(std::chrono::milliseconds timeout) override { close_gracefully(timeout); }
   // Whether a waiting caller polls its sockets briefly before sleeping (see wait()).
   void set_spin(bool spin) { spin_ = spin; }
 

@@ -1,0 +1,134 @@
+// Shared-memory layout of the shm transport and the segment that holds it.
+//
+// A rank's segment: a 4 KiB SegmentHeader, then one slot per peer (in rank order, skipping the
+// owner): a 4 KiB RingCtl page followed by the ring's bytes. The ring in slot s carries records
+// from peer s to the owner. Records are 64-byte aligned, never wrap (a pad record fills the end of
+// the ring instead) and are described in docs/wire-format.md. Everything a peer writes here is
+// checked before use: a peer that scribbles on the segment gets the transport failed with
+// ErrorCode::protocol, never a crash or a write outside a posted buffer.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "weft/status.h"
+
+namespace weft::shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x314d485354464557ull;  // "WEFTSHM1" little-endian
+inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr size_t kPage = 4096;
+inline constexpr size_t kRecordBytes = 64;
+inline constexpr size_t kMaxErrorText = 1024;
+
+enum class RecordType : uint32_t {
+  pad = 1,     // skip to the end of the ring
+  eager = 2,   // a whole message of `len` bytes follows
+  rts = 3,     // a message of `bytes` bytes (msg_id) waits for a CTS
+  cts = 4,     // the receive of msg_id is posted: send its data
+  data = 5,    // `len` bytes of message msg_id at `offset`
+  credit = 6,  // the receiver consumed `bytes` eager bytes
+};
+inline constexpr uint32_t kMaxRecordType = 6;
+
+struct Record {
+  uint32_t type = 0;
+  uint32_t len = 0;     // payload bytes after this header
+  uint64_t tag = 0;
+  uint64_t bytes = 0;   // message size (eager, rts) or credit returned
+  uint64_t msg_id = 0;  // rts, cts, data
+  uint64_t offset = 0;  // data
+  uint8_t kind = 0, dtype = 0, op = 0, reserved = 0;
+  int32_t root = -1;
+  uint64_t count = 0;
+  uint64_t seq = 0;
+};
+static_assert(sizeof(Record) == kRecordBytes);
+
+inline constexpr size_t record_size(size_t payload) {
+  return kRecordBytes + ((payload + kRecordBytes - 1) & ~(kRecordBytes - 1));
+}
+
+// Producer and consumer positions of one ring (bytes since the start, never wrapped).
+struct RingCtl {
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the producer
+  alignas(64) std::atomic<uint64_t> head{0};  // written by the consumer
+  // The producer found the ring full and waits for the consumer to ring its doorbell.
+  alignas(64) std::atomic<uint32_t> producer_waiting{0};
+};
+static_assert(sizeof(RingCtl) <= kPage);
+
+enum SegmentState : uint32_t { kRunning = 0, kDeparted = 1, kFailed = 2 };
+
+struct SegmentHeader {
+  uint64_t magic = 0;
+  uint32_t version = 0;
+  int32_t rank = 0;
+  int32_t size = 0;
+  int32_t pid = 0;
+  uint64_t token = 0;
+  uint64_t ring_bytes = 0;
+  // Bumped by whoever gives the owner something to do; the owner sleeps on it (futex).
+  alignas(64) std::atomic<uint32_t> doorbell{0};
+  alignas(64) std::atomic<uint32_t> sleepers{0};
+  // kDeparted: closed cleanly; kFailed: error_code and error_text say why (written before).
+  alignas(64) std::atomic<uint32_t> state{kRunning};
+  uint32_t error_code = 0;
+  char error_text[kMaxErrorText] = {};
+};
+static_assert(sizeof(SegmentHeader) <= kPage);
+
+inline constexpr size_t segment_bytes(int size, size_t ring_bytes) {
+  return kPage + static_cast<size_t>(size > 1 ? size - 1 : 0) * (kPage + ring_bytes);
+}
+
+// Bumps the owner's doorbell and wakes it if it sleeps.
+void ring(SegmentHeader& h);
+// Sleeps on `h`'s doorbell while it still reads `seen`, at most until `ns` nanoseconds pass.
+void sleep_on(SegmentHeader& h, uint32_t seen, int64_t ns);
+
+// One mapped segment: this rank's own (created) or a peer's (opened).
+class Segment {
+ public:
+  Segment() = default;
+  ~Segment();
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+
+  // Creates and maps a fresh segment named `name` (reserving its memory so a full /dev/shm is an
+  // error here, not a SIGBUS later) and writes the header.
+  static Result<std::unique_ptr<Segment>> create(const std::string& name, int rank, int size,
+                                                 uint64_t token, size_t ring_bytes);
+  // Maps the existing segment `name` and checks its header against what the caller expects.
+  static Result<std::unique_ptr<Segment>> open(const std::string& name, int rank, int size,
+                                               uint64_t token, size_t ring_bytes);
+  // Removes the name (the memory lives on while mapped). Idempotent.
+  void unlink();
+
+  SegmentHeader& header() const { return *static_cast<SegmentHeader*>(base_); }
+  // The ring carrying records from `sender` to this segment's owner.
+  RingCtl& ctl(int sender) const;
+  uint8_t* ring(int sender) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  size_t slot_offset(int sender) const;
+
+  std::string name_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  int owner_ = 0;
+  size_t ring_bytes_ = 0;
+  bool linked_ = false;
+};
+
+// Unlinks segments in /dev/shm that weft processes which no longer exist left behind (a job
+// killed during set-up). Returns how many were removed.
+int remove_stale_segments();
+
+}  // namespace weft::shm

@@ -1,0 +1,943 @@
+// The shared-memory transport (contract in shm_transport.h, layout in segment.h).
+//
+// Threads and locks: each Peer has one mutex guarding its matching state, its outbound queue and
+// both rings shared with it; whoever makes progress (the operation's thread in wait(), the
+// progress thread between operations, a poster) takes it, and copies into or out of a ring only
+// while holding it, so fail() (which takes every peer mutex) returns only once no buffer is
+// touched. Lock order: one Peer::mu (or all of them in rank order), then any_mu_ or fp_mu_ (leaf
+// locks, like err_mu_).
+#include "transport/shm/shm_transport.h"
+
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/fd.h"
+#include "base/log.h"
+#include "runtime/buffer_pool.h"
+#include "transport/shm/segment.h"
+
+namespace weft {
+namespace shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A waiter polls the rings this long after the last progress before it sleeps on its doorbell:
+// the first few microseconds with pause, then yielding the core (ranks may outnumber cores).
+constexpr auto kSpinPause = std::chrono::microseconds(5);
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr size_t kMaxChunk = 256 << 10;  // largest DATA record
+constexpr size_t kMinChunk = 4096;       // smaller pieces wait for room instead
+
+bool is_p2p(uint64_t tag) { return (tag & kP2pTagBit) != 0; }
+
+void cpu_pause() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// A message that arrived before its receive was posted.
+struct Unexpected {
+  RecordType type = RecordType::eager;  // eager (payload in `data`) or rts (payload waits)
+  uint64_t tag = 0;
+  Fingerprint fp;
+  size_t bytes = 0;
+  uint64_t msg_id = 0;      // rts
+  uint8_t* data = nullptr;  // eager payload, from the pool
+};
+
+// A record waiting for room in a peer's ring.
+struct OutRec {
+  RecordType type = RecordType::eager;
+  Request* req = nullptr;  // eager, rts (header only), data
+  uint64_t value = 0;      // cts: msg_id; credit: bytes
+  size_t offset = 0;       // data: bytes already written
+};
+
+struct Peer {
+  int rank = -1;
+  int pid = 0;
+  std::mutex mu;
+  std::unique_ptr<Segment> seg;  // the peer's segment (nullptr for this rank itself)
+  SegmentHeader* hdr = nullptr;  // its header
+  RingCtl* in_ctl = nullptr;     // ring peer -> this rank (in this rank's segment)
+  uint8_t* in = nullptr;
+  RingCtl* out_ctl = nullptr;    // ring this rank -> peer (in the peer's segment)
+  uint8_t* out = nullptr;
+  uint64_t in_head = 0;          // consumed (published to in_ctl->head)
+  uint64_t out_tail = 0;         // produced (published to out_ctl->tail)
+  std::deque<OutRec> outq;
+  std::vector<Request*> posted;        // receives not yet matched, in posting order
+  std::vector<Unexpected> unexpected;  // arrivals not yet matched, in arrival order
+  std::vector<Request*> rts_pending;   // our large sends waiting for CTS
+  std::vector<Request*> expected;      // our receives waiting for DATA
+  size_t send_credits = 0;
+  size_t credits_to_return = 0;
+  uint64_t next_msg_id = 0;
+  bool gone = false;  // the process exited (seen by the watcher)
+};
+
+class ShmTransport final : public Transport {
+ public:
+  ShmTransport(const ShmTransportConfig& config, BufferPool& pool)
+      : rank_(config.rank),
+        size_(config.size),
+        options_(config.options),
+        pool_(pool),
+        ring_bytes_(config.options.shm_ring_bytes),
+        eager_limit_(std::min(config.options.eager_threshold, ring_bytes_ / 4 - kRecordBytes)),
+        max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)) {}
+  ~ShmTransport() override;
+
+  Status start(Store& store, uint64_t token);
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void post_send(Request* r) override;
+  void post_recv(Request* r) override;
+  void begin_operation(const Fingerprint& fp) override;
+  void end_operation() override;
+  bool wait(Completion& completion, uint32_t seen, const Request* hint,
+            Clock::time_point deadline) override;
+  void fail(const Status& status) override;
+  Status error() const override;
+  void close(std::chrono::milliseconds timeout) override;
+
+ private:
+  // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
+  int progress_all();
+  Status progress_peer(Peer& p, int& moved);         // p.mu held
+  Status read_ring(Peer& p, int& moved);             // p.mu held
+  Status on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved);
+  Status flush(Peer& p, int& moved);                 // p.mu held
+  Status check_peer(Peer& p);                        // p.mu held
+  Status check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp);
+  Status match_check(const Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
+  // p.mu held: the oldest receive posted for (p, tag), from p or from any peer; nullptr if none.
+  Request* take_posted(Peer& p, uint64_t tag);
+  // p.mu held: matches r with the parked message at `index` (removing it).
+  void match_unexpected(Peer& p, Request* r, size_t index);
+  void post_recv_any(Request* r);
+  void send_self(Request* r);
+  void return_credits(Peer& p, size_t bytes);
+  void complete(Request* r, Status st);
+  void fail_locked_out(const Status& status);
+  Status failure() const;
+  void background_loop();
+  void watch_loop();
+  void note_p2p();
+
+  const int rank_;
+  const int size_;
+  const Options options_;
+  BufferPool& pool_;
+  const size_t ring_bytes_;
+  const size_t eager_limit_;
+  const size_t max_chunk_;
+  std::unique_ptr<Segment> own_;
+  std::vector<std::unique_ptr<Peer>> peers_;
+
+  mutable std::mutex err_mu_;
+  Status error_;
+  std::atomic<bool> failed_{false};
+
+  std::mutex fp_mu_;
+  Fingerprint current_;
+
+  std::mutex any_mu_;
+  std::vector<Request*> any_posted_;
+
+  // The progress thread works only between operations and only once point-to-point was used
+  // (collectives are progressed by the thread that runs them, from wait()).
+  std::mutex bg_mu_;
+  std::condition_variable bg_cv_;
+  bool stopping_ = false;                // bg_mu_
+  std::atomic<bool> op_active_{false};
+  std::atomic<bool> p2p_used_{false};
+  std::thread background_;
+  std::thread watcher_;
+  Fd watch_wake_;
+};
+
+// ---- set-up and teardown ------------------------------------------------------------------------
+
+Status ShmTransport::start(Store& store, uint64_t token) {
+  remove_stale_segments();
+  const std::string name = fmt::format("/weft-{:016x}-{}-{}", token, rank_, ::getpid());
+  auto own = Segment::create(name, rank_, size_, token, ring_bytes_);
+  if (!own.ok()) return own.status();
+  own_ = std::move(own.value());
+  WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/seg/{}", rank_), name));
+  peers_.resize(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    auto p = std::make_unique<Peer>();
+    p->rank = r;
+    p->send_credits = options_.eager_credit_bytes;
+    if (r != rank_) {
+      auto peer_name = store.get_string(fmt::format("shm/seg/{}", r), options_.connect_timeout);
+      if (!peer_name.ok()) {
+        return peer_name.status().with_context(
+            fmt::format("rank {}: waiting for rank {}'s shared-memory segment", rank_, r));
+      }
+      auto seg = Segment::open(peer_name.value(), r, size_, token, ring_bytes_);
+      if (!seg.ok()) return seg.status().with_context(fmt::format("rank {}", rank_));
+      p->seg = std::move(seg.value());
+      p->hdr = &p->seg->header();
+      p->pid = p->hdr->pid;
+      p->in_ctl = &own_->ctl(r);
+      p->in = own_->ring(r);
+      p->out_ctl = &p->seg->ctl(rank_);
+      p->out = p->seg->ring(rank_);
+    }
+    peers_[static_cast<size_t>(r)] = std::move(p);
+  }
+  // Every rank has mapped every segment once all are ready: the names can go.
+  WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/ready/{}", rank_), "1"));
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    auto ready = store.get(fmt::format("shm/ready/{}", r), options_.connect_timeout);
+    if (!ready.ok()) {
+      return ready.status().with_context(
+          fmt::format("rank {}: waiting for rank {} to map the shared-memory segments", rank_, r));
+    }
+  }
+  own_->unlink();
+  background_ = std::thread([this] { background_loop(); });
+  bool watch = false;
+  for (auto& p : peers_) watch = watch || (p->rank != rank_ && p->pid != ::getpid());
+  if (watch) {
+    watch_wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    watcher_ = std::thread([this] { watch_loop(); });
+  }
+  return Status();
+}
+
+ShmTransport::~ShmTransport() {
+  if (own_ && own_->header().state.load() == kRunning) {
+    own_->header().state.store(kDeparted, std::memory_order_release);
+    for (auto& p : peers_) {
+      if (p->hdr != nullptr) ring(*p->hdr);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    stopping_ = true;
+  }
+  bg_cv_.notify_all();
+  if (own_) ring(own_->header());
+  if (background_.joinable()) background_.join();
+  if (watcher_.joinable()) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(watch_wake_.get(), &one, sizeof(one));
+    watcher_.join();
+  }
+  if (!failed_.load()) fail(Status(ErrorCode::aborted, fmt::format("rank {}: transport closed", rank_)));
+  for (auto& p : peers_) {
+    for (Unexpected& u : p->unexpected) pool_.release(u.data, u.bytes);
+  }
+}
+
+void ShmTransport::close(std::chrono::milliseconds timeout) {
+  (void)timeout;  // what this rank sent stays readable in the peers' segments after it leaves
+  if (!own_) return;
+  uint32_t expected = kRunning;
+  own_->header().state.compare_exchange_strong(expected, kDeparted, std::memory_order_acq_rel);
+  for (auto& p : peers_) {
+    if (p->hdr != nullptr) ring(*p->hdr);
+  }
+}
+
+// ---- posting --------------------------------------------------------------------------------------
+
+void ShmTransport::complete(Request* r, Status st) {
+  r->complete(std::move(st));
+  // A waiter sleeping on this rank's doorbell must see a completion made by another thread.
+  SegmentHeader& h = own_->header();
+  if (h.sleepers.load(std::memory_order_seq_cst) != 0) ring(h);
+}
+
+void ShmTransport::note_p2p() {
+  if (p2p_used_.exchange(true, std::memory_order_acq_rel)) return;
+  std::lock_guard<std::mutex> lock(bg_mu_);
+  bg_cv_.notify_all();
+}
+
+void ShmTransport::post_send(Request* r) {
+  if (is_p2p(r->tag)) note_p2p();
+  if (r->peer == rank_) return send_self(r);
+  Peer& p = *peers_[static_cast<size_t>(r->peer)];
+  Status st;
+  int moved = 0;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (failed_.load(std::memory_order_acquire)) {
+      r->complete(failure());
+      return;
+    }
+    if (r->bytes == 0 || (r->bytes <= eager_limit_ && r->bytes <= p.send_credits)) {
+      p.send_credits -= r->bytes;
+      p.outq.push_back(OutRec{RecordType::eager, r});
+    } else {
+      r->msg_id = ++p.next_msg_id;
+      p.rts_pending.push_back(r);
+      p.outq.push_back(OutRec{RecordType::rts, r});
+    }
+    st = flush(p, moved);
+  }
+  if (!st.ok()) fail(st);
+}
+
+void ShmTransport::send_self(Request* r) {
+  Peer& p = *peers_[static_cast<size_t>(rank_)];
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (failed_.load(std::memory_order_acquire)) {
+      r->complete(failure());
+      return;
+    }
+    Request* recv = take_posted(p, r->tag);
+    if (recv != nullptr) {
+      st = match_check(p, *recv, r->bytes, r->fp);
+      if (st.ok() && r->bytes > 0) std::memcpy(recv->buf, r->buf, r->bytes);
+      complete(recv, st);
+    } else {
+      Unexpected u{RecordType::eager, r->tag, r->fp, r->bytes, 0, nullptr};
+      if (r->bytes > 0) {
+        u.data = static_cast<uint8_t*>(pool_.acquire(r->bytes));
+        std::memcpy(u.data, r->buf, r->bytes);
+      }
+      p.unexpected.push_back(u);
+    }
+  }
+  complete(r, Status());
+}
+
+void ShmTransport::post_recv(Request* r) {
+  if (is_p2p(r->tag)) note_p2p();
+  if (r->peer == kAnyPeer) return post_recv_any(r);
+  Peer& p = *peers_[static_cast<size_t>(r->peer)];
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(p.mu);
+    if (failed_.load(std::memory_order_acquire)) {
+      r->complete(failure());
+      return;
+    }
+    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
+                           [&](const Unexpected& u) { return u.tag == r->tag; });
+    if (it == p.unexpected.end()) {
+      p.posted.push_back(r);
+    } else {
+      match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+      int moved = 0;
+      st = flush(p, moved);  // a CTS or credits
+    }
+  }
+  if (!st.ok()) fail(st);
+}
+
+void ShmTransport::post_recv_any(Request* r) {
+  // Every peer mutex at once (in rank order): no arrival can slip between the search and the
+  // parking of the receive.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(peers_.size());
+  for (auto& p : peers_) locks.emplace_back(p->mu);
+  if (failed_.load(std::memory_order_acquire)) {
+    r->complete(failure());
+    return;
+  }
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
+                           [&](const Unexpected& u) { return u.tag == r->tag; });
+    if (it == p.unexpected.end()) continue;
+    r->peer = p.rank;
+    match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+    int moved = 0;
+    Status st = flush(p, moved);
+    locks.clear();
+    if (!st.ok()) fail(st);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(any_mu_);
+  any_posted_.push_back(r);
+}
+
+Request* ShmTransport::take_posted(Peer& p, uint64_t tag) {
+  auto it = std::find_if(p.posted.begin(), p.posted.end(), [&](Request* r) { return r->tag == tag; });
+  if (it != p.posted.end()) {
+    Request* r = *it;
+    p.posted.erase(it);
+    return r;
+  }
+  if (!is_p2p(tag)) return nullptr;
+  std::lock_guard<std::mutex> lock(any_mu_);
+  auto any = std::find_if(any_posted_.begin(), any_posted_.end(),
+                          [&](Request* r) { return r->tag == tag; });
+  if (any == any_posted_.end()) return nullptr;
+  Request* r = *any;
+  any_posted_.erase(any);
+  r->peer = p.rank;
+  return r;
+}
+
+void ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
+  Unexpected u = p.unexpected[index];
+  p.unexpected.erase(p.unexpected.begin() + static_cast<std::ptrdiff_t>(index));
+  Status st = match_check(p, *r, u.bytes, u.fp);
+  if (u.type == RecordType::eager) {
+    if (st.ok() && u.bytes > 0) std::memcpy(r->buf, u.data, u.bytes);
+    pool_.release(u.data, u.bytes);
+    if (p.rank != rank_) return_credits(p, u.bytes);
+    complete(r, st);
+    return;
+  }
+  if (!st.ok()) {
+    // The sender's large message will never be received; the receive fails, and so will the
+    // sender, when the transport fails on the mismatch it reports.
+    complete(r, st);
+    return;
+  }
+  r->msg_id = u.msg_id;
+  r->progress = 0;
+  p.expected.push_back(r);
+  p.outq.push_back(OutRec{RecordType::cts, nullptr, u.msg_id});
+}
+
+void ShmTransport::return_credits(Peer& p, size_t bytes) {
+  p.credits_to_return += bytes;
+  if (p.credits_to_return > 0 && p.credits_to_return >= options_.eager_credit_bytes / 4) {
+    p.outq.push_back(OutRec{RecordType::credit, nullptr, p.credits_to_return});
+    p.credits_to_return = 0;
+  }
+}
+
+Status ShmTransport::check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp) {
+  if (is_p2p(tag)) return Status();
+  std::lock_guard<std::mutex> lock(fp_mu_);
+  if (fp.seq == current_.seq && !fingerprints_compatible(fp, current_)) {
+    return Status(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", rank_,
+                                                   current_.describe(), p.rank, fp.describe()));
+  }
+  if (fp.seq < current_.seq) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} sent a message of {} that rank {} (now in {}) never received: "
+                              "the ranks called different collectives",
+                              p.rank, fp.describe(), rank_, current_.describe()));
+  }
+  return Status();
+}
+
+Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes,
+                                 const Fingerprint& remote) {
+  if (!fingerprints_compatible(remote, r.fp) || bytes != r.bytes) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} posted {} expecting {} bytes from rank {}, which sent {} of "
+                              "{} bytes",
+                              rank_, r.fp.describe(), r.bytes, p.rank, remote.describe(), bytes));
+  }
+  return Status();
+}
+
+void ShmTransport::begin_operation(const Fingerprint& fp) {
+  {
+    std::lock_guard<std::mutex> fp_lock(fp_mu_);
+    current_ = fp;
+  }
+  // Messages parked before: checked against the new operation here; later arrivals are checked
+  // against it when they arrive.
+  Status st;
+  for (auto& p : peers_) {
+    std::lock_guard<std::mutex> lock(p->mu);
+    for (const Unexpected& u : p->unexpected) {
+      st = check_collective(*p, u.tag, u.fp);
+      if (!st.ok()) break;
+    }
+    if (!st.ok()) break;
+  }
+  if (!st.ok()) {
+    fail(st);
+    return;
+  }
+  op_active_.store(true, std::memory_order_release);
+}
+
+void ShmTransport::end_operation() {
+  op_active_.store(false, std::memory_order_release);
+  if (p2p_used_.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(bg_mu_);
+    bg_cv_.notify_all();
+  }
+}
+
+// ---- progress -------------------------------------------------------------------------------------
+
+int ShmTransport::progress_all() {
+  if (failed_.load(std::memory_order_acquire)) return 0;
+  int moved = 0;
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    if (p.rank == rank_) continue;
+    std::unique_lock<std::mutex> lock(p.mu, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      ++moved;  // someone else is moving it; look again instead of sleeping
+      continue;
+    }
+    Status st = progress_peer(p, moved);
+    if (!st.ok()) {
+      lock.unlock();
+      fail(st);
+      return moved + 1;
+    }
+  }
+  return moved;
+}
+
+Status ShmTransport::progress_peer(Peer& p, int& moved) {
+  if (failed_.load(std::memory_order_acquire)) return Status();
+  WEFT_RETURN_IF_ERROR(read_ring(p, moved));
+  if (!p.outq.empty()) WEFT_RETURN_IF_ERROR(flush(p, moved));
+  return check_peer(p);
+}
+
+Status ShmTransport::check_peer(Peer& p) {
+  const uint32_t state = p.hdr->state.load(std::memory_order_acquire);
+  if (state == kRunning && !p.gone) return Status();
+  if (state == kFailed) {
+    char text[kMaxErrorText + 1] = {};
+    std::memcpy(text, p.hdr->error_text, kMaxErrorText);
+    uint32_t code = p.hdr->error_code;
+    if (code == 0 || code > static_cast<uint32_t>(ErrorCode::internal)) {
+      code = static_cast<uint32_t>(ErrorCode::internal);
+    }
+    return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.rank, text));
+  }
+  // Departed or gone: what it wrote before is still in the ring; read it first.
+  if (p.in_ctl->tail.load(std::memory_order_acquire) != p.in_head) return Status();
+  if (state == kDeparted) {
+    const bool sends = std::any_of(p.outq.begin(), p.outq.end(),
+                                   [](const OutRec& o) { return o.req != nullptr; });
+    if (!p.posted.empty() || !p.expected.empty() || !p.rts_pending.empty() || sends) {
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: rank {} shut down while operations with it were pending",
+                                rank_, p.rank));
+    }
+    return Status();
+  }
+  return Status(ErrorCode::peer_lost,
+                fmt::format("rank {}: lost rank {} (process {} exited without closing the "
+                            "communicator)",
+                            rank_, p.rank, p.pid));
+}
+
+Status ShmTransport::read_ring(Peer& p, int& moved) {
+  const uint64_t tail = p.in_ctl->tail.load(std::memory_order_acquire);
+  if (tail == p.in_head) return Status();
+  auto bad = [&](const std::string& what) {
+    return Status(ErrorCode::protocol,
+                  fmt::format("rank {}: corrupt shared-memory ring from rank {}: {}", rank_, p.rank, what));
+  };
+  if (tail - p.in_head > ring_bytes_ || (tail - p.in_head) % kRecordBytes != 0) {
+    return bad(fmt::format("producer position {} against consumer {}", tail, p.in_head));
+  }
+  while (p.in_head != tail && !failed_.load(std::memory_order_relaxed)) {
+    const uint64_t pos = p.in_head % ring_bytes_;
+    const uint64_t avail = std::min<uint64_t>(tail - p.in_head, ring_bytes_ - pos);
+    Record rec;
+    std::memcpy(&rec, p.in + pos, kRecordBytes);
+    if (rec.type == 0 || rec.type > kMaxRecordType) return bad(fmt::format("record type {}", rec.type));
+    if (rec.len > ring_bytes_ || record_size(rec.len) > avail) {
+      return bad(fmt::format("record of {} bytes with {} readable", rec.len, avail));
+    }
+    if (static_cast<RecordType>(rec.type) != RecordType::pad) {
+      WEFT_RETURN_IF_ERROR(on_record(p, rec, p.in + pos + kRecordBytes, moved));
+    }
+    p.in_head += record_size(rec.len);
+    p.in_ctl->head.store(p.in_head, std::memory_order_release);
+    ++moved;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (p.in_ctl->producer_waiting.load(std::memory_order_relaxed) != 0) {
+    p.in_ctl->producer_waiting.store(0, std::memory_order_relaxed);
+    ring(*p.hdr);
+  }
+  return Status();
+}
+
+Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved) {
+  auto bad = [&](const std::string& what) {
+    return Status(ErrorCode::protocol,
+                  fmt::format("rank {}: invalid record from rank {}: {}", rank_, p.rank, what));
+  };
+  const auto type = static_cast<RecordType>(rec.type);
+  switch (type) {
+    case RecordType::eager:
+    case RecordType::rts: {
+      if (rec.kind >= kOpKindCount || rec.dtype >= kDataTypeCount || rec.op >= kReduceOpCount) {
+        return bad("unknown operation, dtype or reduce op");
+      }
+      if (type == RecordType::eager && rec.bytes != rec.len) return bad("eager length");
+      if (type == RecordType::rts && (rec.len != 0 || rec.bytes == 0 || rec.bytes > (uint64_t{1} << 48))) {
+        return bad("request-to-send length");
+      }
+      Fingerprint fp;
+      fp.kind = static_cast<OpKind>(rec.kind);
+      fp.dtype = static_cast<DataType>(rec.dtype);
+      fp.op = static_cast<ReduceOp>(rec.op);
+      fp.root = rec.root;
+      fp.count = rec.count;
+      fp.seq = rec.seq;
+      WEFT_RETURN_IF_ERROR(check_collective(p, rec.tag, fp));
+      Request* r = take_posted(p, rec.tag);
+      if (r == nullptr) {
+        Unexpected u{type, rec.tag, fp, static_cast<size_t>(rec.bytes), rec.msg_id, nullptr};
+        if (type == RecordType::eager && rec.len > 0) {
+          u.data = static_cast<uint8_t*>(pool_.acquire(rec.len));
+          std::memcpy(u.data, payload, rec.len);
+        }
+        p.unexpected.push_back(u);
+        return Status();
+      }
+      Status st = match_check(p, *r, rec.bytes, fp);
+      if (!st.ok()) {
+        complete(r, st);
+        if (type == RecordType::eager) return_credits(p, rec.len);
+        return is_p2p(rec.tag) ? Status() : st;
+      }
+      if (type == RecordType::eager) {
+        if (rec.len > 0) std::memcpy(r->buf, payload, rec.len);
+        return_credits(p, rec.len);
+        complete(r, Status());
+        ++moved;
+        return Status();
+      }
+      r->msg_id = rec.msg_id;
+      r->progress = 0;
+      p.expected.push_back(r);
+      p.outq.push_back(OutRec{RecordType::cts, nullptr, rec.msg_id});
+      return Status();
+    }
+    case RecordType::cts: {
+      auto it = std::find_if(p.rts_pending.begin(), p.rts_pending.end(),
+                             [&](Request* r) { return r->msg_id == rec.msg_id; });
+      if (it == p.rts_pending.end()) return bad(fmt::format("CTS for unknown message {}", rec.msg_id));
+      Request* r = *it;
+      p.rts_pending.erase(it);
+      p.outq.push_back(OutRec{RecordType::data, r});
+      return Status();
+    }
+    case RecordType::data: {
+      auto it = std::find_if(p.expected.begin(), p.expected.end(),
+                             [&](Request* r) { return r->msg_id == rec.msg_id; });
+      if (it == p.expected.end()) return bad(fmt::format("data for unknown message {}", rec.msg_id));
+      Request* r = *it;
+      if (rec.offset != r->progress || rec.len > r->bytes - r->progress || rec.len == 0) {
+        return bad(fmt::format("data at offset {} of {} bytes for a message of {} bytes ({} received)",
+                               rec.offset, rec.len, r->bytes, r->progress));
+      }
+      std::memcpy(static_cast<uint8_t*>(r->buf) + r->progress, payload, rec.len);
+      r->progress += rec.len;
+      if (r->progress == r->bytes) {
+        p.expected.erase(it);
+        complete(r, Status());
+        ++moved;
+      }
+      return Status();
+    }
+    case RecordType::credit:
+      if (rec.bytes > options_.eager_credit_bytes - p.send_credits) return bad("credit overflow");
+      p.send_credits += rec.bytes;
+      return Status();
+    case RecordType::pad:
+      return Status();
+  }
+  return bad("record type");
+}
+
+Status ShmTransport::flush(Peer& p, int& moved) {
+  bool wrote = false;
+  while (!p.outq.empty() && !failed_.load(std::memory_order_relaxed)) {
+    OutRec& o = p.outq.front();
+    const uint64_t head = p.out_ctl->head.load(std::memory_order_acquire);
+    const uint64_t free = ring_bytes_ - (p.out_tail - head);
+    const uint64_t pos = p.out_tail % ring_bytes_;
+    const uint64_t contig = ring_bytes_ - pos;
+    size_t len = 0;
+    if (o.type == RecordType::eager) len = o.req->bytes;
+    if (o.type == RecordType::data) {
+      const size_t left = o.req->bytes - o.offset;
+      len = std::min(left, max_chunk_);
+      const uint64_t room = std::min(free, contig);
+      if (record_size(len) > room && room >= kRecordBytes + kMinChunk) len = room - kRecordBytes;
+    }
+    const size_t need = record_size(len);
+    bool room = need <= contig && need <= free;
+    if (need > contig && free >= contig) {
+      // Fill the end of the ring with a pad record; the record goes at the start.
+      Record pad;
+      pad.type = static_cast<uint32_t>(RecordType::pad);
+      pad.len = static_cast<uint32_t>(contig - kRecordBytes);
+      std::memcpy(p.out + pos, &pad, kRecordBytes);
+      p.out_tail += contig;
+      p.out_ctl->tail.store(p.out_tail, std::memory_order_release);
+      continue;
+    }
+    if (!room) {
+      // Ask the receiver to ring when it has made room, then look once more (it may have just
+      // done so before seeing the flag).
+      p.out_ctl->producer_waiting.store(1, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (p.out_ctl->head.load(std::memory_order_relaxed) != head) continue;
+      break;
+    }
+    Record rec;
+    rec.type = static_cast<uint32_t>(o.type);
+    rec.len = static_cast<uint32_t>(len);
+    uint8_t* at = p.out + pos;
+    if (o.req != nullptr) {
+      const Request& r = *o.req;
+      rec.tag = r.tag;
+      rec.bytes = r.bytes;
+      rec.msg_id = r.msg_id;
+      rec.kind = static_cast<uint8_t>(r.fp.kind);
+      rec.dtype = static_cast<uint8_t>(r.fp.dtype);
+      rec.op = static_cast<uint8_t>(r.fp.op);
+      rec.root = r.fp.root;
+      rec.count = r.fp.count;
+      rec.seq = r.fp.seq;
+    }
+    if (o.type == RecordType::cts) rec.msg_id = o.value;
+    if (o.type == RecordType::credit) rec.bytes = o.value;
+    if (o.type == RecordType::data) rec.offset = o.offset;
+    if (len > 0) {
+      std::memcpy(at + kRecordBytes, static_cast<const uint8_t*>(o.req->buf) + o.offset, len);
+    }
+    std::memcpy(at, &rec, kRecordBytes);
+    p.out_tail += need;
+    p.out_ctl->tail.store(p.out_tail, std::memory_order_release);
+    wrote = true;
+    ++moved;
+    if (o.type == RecordType::data) {
+      o.offset += len;
+      ring(*p.hdr);  // let the receiver copy this chunk out while the next goes in
+      if (o.offset < o.req->bytes) continue;
+    }
+    Request* done = (o.type == RecordType::eager || o.type == RecordType::data) ? o.req : nullptr;
+    p.outq.pop_front();
+    if (done != nullptr) complete(done, Status());
+  }
+  if (wrote) ring(*p.hdr);
+  return Status();
+}
+
+bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
+                        Clock::time_point deadline) {
+  (void)hint;
+  SegmentHeader& own = own_->header();
+  auto idle_since = Clock::now();
+  while (true) {
+    if (completion.generation() != seen) return true;
+    const uint32_t bell = own.doorbell.load(std::memory_order_acquire);
+    const int moved = progress_all();
+    if (completion.generation() != seen) return true;
+    const auto now = Clock::now();
+    if (moved > 0) {
+      idle_since = now;
+      continue;
+    }
+    if (failed_.load(std::memory_order_acquire)) return completion.wait_for_change(seen, deadline);
+    if (now >= deadline) return false;
+    const auto idle = now - idle_since;
+    if (idle < kSpinPause) {
+      for (int i = 0; i < 16; ++i) cpu_pause();
+      continue;
+    }
+    if (idle < kSpin) {
+      std::this_thread::yield();
+      continue;
+    }
+    const auto left = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+    sleep_on(own, bell, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
+    idle_since = Clock::now() - kSpinPause;  // after a wake-up, poll (yielding) a little again
+  }
+}
+
+void ShmTransport::background_loop() {
+  SegmentHeader& own = own_->header();
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(bg_mu_);
+      bg_cv_.wait(lock, [&] {
+        return stopping_ || (p2p_used_.load() && !op_active_.load() && !failed_.load());
+      });
+      if (stopping_) return;
+    }
+    const uint32_t bell = own.doorbell.load(std::memory_order_acquire);
+    if (progress_all() > 0) continue;
+    if (op_active_.load(std::memory_order_acquire)) continue;
+    sleep_on(own, bell, 100'000'000);
+  }
+}
+
+void ShmTransport::watch_loop() {
+  struct Watched {
+    Peer* peer;
+    Fd pidfd;
+  };
+  std::vector<Watched> watched;
+  for (auto& p : peers_) {
+    if (p->rank == rank_ || p->pid == ::getpid()) continue;
+    int fd = static_cast<int>(::syscall(SYS_pidfd_open, p->pid, 0));
+    watched.push_back(Watched{p.get(), Fd(fd)});
+  }
+  while (!watched.empty()) {
+    std::vector<pollfd> fds;
+    fds.push_back(pollfd{watch_wake_.get(), POLLIN, 0});
+    for (auto& w : watched) fds.push_back(pollfd{w.pidfd.get(), POLLIN, 0});
+    // Without pidfds (old kernels) fall back to probing the pids every 200 ms.
+    int n = ::poll(fds.data(), fds.size(), 200);
+    if (n < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;
+    for (size_t i = 0; i < watched.size();) {
+      Peer& p = *watched[i].peer;
+      bool exited = watched[i].pidfd.valid() ? (fds[i + 1].revents != 0)
+                                             : (::kill(p.pid, 0) != 0 && errno == ESRCH);
+      if (!exited) {
+        ++i;
+        continue;
+      }
+      {
+        std::lock_guard<std::mutex> lock(p.mu);
+        p.gone = true;
+      }
+      watched.erase(watched.begin() + static_cast<std::ptrdiff_t>(i));
+      fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+      // Whoever waits notices in its next pass (check_peer); make sure it makes one.
+      ring(own_->header());
+      if (p.hdr->state.load(std::memory_order_acquire) == kRunning) {
+        std::unique_lock<std::mutex> lock(p.mu);
+        Status st = check_peer(p);
+        lock.unlock();
+        if (!st.ok()) fail(st);
+      }
+    }
+  }
+}
+
+// ---- failure ----------------------------------------------------------------------------------------
+
+Status ShmTransport::failure() const {
+  std::lock_guard<std::mutex> lock(err_mu_);
+  return error_;
+}
+
+Status ShmTransport::error() const {
+  if (!failed_.load(std::memory_order_acquire)) return Status();
+  return failure();
+}
+
+void ShmTransport::fail(const Status& status) {
+  if (!failed_.exchange(true, std::memory_order_acq_rel)) {
+    {
+      std::lock_guard<std::mutex> lock(err_mu_);
+      error_ = status;
+    }
+    SegmentHeader& own = own_->header();
+    if (own.state.load(std::memory_order_acquire) == kRunning) {
+      const std::string& text = status.message();
+      const size_t n = std::min(text.size(), kMaxErrorText - 1);
+      std::memcpy(own.error_text, text.data(), n);
+      own.error_text[n] = '\0';
+      own.error_code = static_cast<uint32_t>(status.code());
+      own.state.store(kFailed, std::memory_order_release);
+    }
+    for (auto& p : peers_) {
+      if (p->hdr != nullptr) ring(*p->hdr);
+    }
+  }
+  fail_locked_out(failure());
+}
+
+void ShmTransport::fail_locked_out(const Status& status) {
+  std::vector<Request*> reqs;
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    std::lock_guard<std::mutex> lock(p.mu);  // waits for a copy in progress
+    for (Request* r : p.posted) reqs.push_back(r);
+    for (Request* r : p.rts_pending) reqs.push_back(r);
+    for (Request* r : p.expected) reqs.push_back(r);
+    for (OutRec& o : p.outq) {
+      if (o.req != nullptr && o.type != RecordType::rts) reqs.push_back(o.req);
+    }
+    for (Unexpected& u : p.unexpected) pool_.release(u.data, u.bytes);
+    p.posted.clear();
+    p.rts_pending.clear();
+    p.expected.clear();
+    p.outq.clear();
+    p.unexpected.clear();
+  }
+  {
+    std::lock_guard<std::mutex> lock(any_mu_);
+    for (Request* r : any_posted_) reqs.push_back(r);
+    any_posted_.clear();
+  }
+  for (Request* r : reqs) r->complete(status);
+  ring(own_->header());
+}
+
+}  // namespace
+}  // namespace shm
+
+// ---- public entry points ------------------------------------------------------------------------------
+
+std::string shm_host_key(const std::string& host_id) {
+  struct stat st {};
+  unsigned long long ns = 0;
+  if (::stat("/proc/self/ns/pid", &st) == 0) ns = static_cast<unsigned long long>(st.st_ino);
+  return fmt::format("{}/pidns:{}", host_id, ns);
+}
+
+Result<int> shm_first_other_host(Store& store, int rank, int size, const std::string& key,
+                                 std::chrono::milliseconds timeout, std::string* detail) {
+  WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/host/{}", rank), key));
+  std::string first;
+  for (int r = 0; r < size; ++r) {
+    auto k = store.get_string(fmt::format("shm/host/{}", r), timeout);
+    if (!k.ok()) {
+      return k.status().with_context(fmt::format("rank {}: waiting for rank {}'s host identity", rank, r));
+    }
+    if (r == 0) {
+      first = k.value();
+    } else if (k.value() != first) {
+      if (detail != nullptr) *detail = fmt::format("rank {} is on {}, rank 0 on {}", r, k.value(), first);
+      return r;
+    }
+  }
+  return -1;
+}
+
+Result<std::unique_ptr<Transport>> make_shm_transport(const ShmTransportConfig& config, Store& store,
+                                                      BufferPool& pool) {
+  auto t = std::make_unique<shm::ShmTransport>(config, pool);
+  Status st = t->start(store, config.token);
+  if (!st.ok()) return st;
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace weft
