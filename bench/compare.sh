@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Side-by-side allreduce (f32, sum) of weft, Open MPI and Gloo on this machine, all over TCP on
-# loopback, with the same sizes, iterations and timing rule (max over ranks of the mean time).
+# Side-by-side allreduce (f32, sum) of weft, Open MPI and Gloo on this machine, with the same
+# sizes, iterations and timing rule (max over ranks of the mean time).
 #
 #   bench/compare.sh [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-i ITERS] [-w WARMUP]
-#                    [-r ROUNDS] [--build-dir DIR] [--no-setup]
+#                    [-r ROUNDS] [-t tcp|shm] [--build-dir DIR] [--no-setup]
 #
+# -t tcp (default): weft and Open MPI over TCP on loopback. -t shm: weft over shared memory
+# against Open MPI's shared-memory BTL (vader) twice, as shipped ("mpi") and with glibc's mmap
+# threshold disabled so its per-call buffers are reused ("mpi-nommap"), and single-thread memcpy of
+# 64 MiB measured in the same rounds. Gloo has no shared-memory path: it runs over TCP either way.
 # Installs what it needs (scripts/setup.sh --bench), builds weft and the two baselines
 # (bench/baselines/, CMake option WEFT_BUILD_BASELINES) in a separate Release build directory,
 # runs the three sweeps plus an 8-byte latency run ROUNDS times, interleaved (weft, mpi, gloo,
@@ -13,11 +17,11 @@
 # the build directory (compare-NAME.rK.txt). Figures vary with load: compare ratios of one run.
 set -euo pipefail
 
-ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200 rounds=3
+ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200 rounds=3 transport=tcp
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-compare"
 setup=1
-usage() { sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '4,11p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
@@ -27,6 +31,7 @@ while [ $# -gt 0 ]; do
     -i) iters="$2"; shift 2 ;;
     -w) warmup="$2"; shift 2 ;;
     -r) rounds="$2"; shift 2 ;;
+    -t) transport="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
     --no-setup) setup=0; shift ;;
     -h|--help) usage 0 ;;
@@ -34,6 +39,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+case "$transport" in tcp|shm) ;; *) echo "compare.sh: -t takes tcp or shm" >&2; exit 2 ;; esac
 log() { echo "compare.sh [$(date +%H:%M:%S)]: $*" >&2; }
 
 if [ "$setup" = 1 ]; then "$root/scripts/setup.sh" --bench >&2; fi
@@ -43,7 +49,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TE
   -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_BASELINES=ON >"$build.cmake.log" 2>&1 ||
   { cat "$build.cmake.log" >&2; exit 1; }
 cmake --build "$build" --parallel "$(nproc)" \
-  --target weft_tool weft_mpi_allreduce weft_gloo_allreduce >&2
+  --target weft_tool weft_mpi_allreduce weft_gloo_allreduce weft_reduce_bench >&2
 
 weft="$build/tools/weft"
 mpi_prog="$build/bench/weft_mpi_allreduce"
@@ -52,9 +58,16 @@ limit=300  # seconds per run; a hung library shows up as "-" instead of stalling
 # TCP only, loopback only, ob1 so the btl choice holds, and no pinning. --oversubscribe only when
 # the ranks outnumber the CPUs: it also switches Open MPI to yielding while it polls, which costs
 # it milliseconds per message whenever anything else runs on the machine.
-mpirun_cmd=(mpirun --allow-run-as-root --bind-to none -np "$ranks"
-            --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
+mpirun_cmd=(mpirun --allow-run-as-root --bind-to none -np "$ranks" --mca pml ob1)
+if [ "$transport" = tcp ]; then
+  mpirun_cmd+=(--mca btl tcp,self --mca btl_tcp_if_include lo)
+else
+  mpirun_cmd+=(--mca btl vader,self)
+fi
 if [ "$ranks" -gt "$(nproc)" ]; then mpirun_cmd+=(--oversubscribe); fi
+# Open MPI with glibc's per-call mmap of large buffers turned off (they are then reused).
+nommap=(-x MALLOC_MMAP_MAX_=0 -x MALLOC_TRIM_THRESHOLD_=4294967296 -x MALLOC_TOP_PAD_=268435456)
+reduce_bench="$build/bench/weft_reduce_bench"
 store_dir="$(mktemp -d)"
 rm -f "$build"/compare-*.txt
 trap 'rm -rf "$store_dir"' EXIT
@@ -75,7 +88,7 @@ run() {
 
 sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
 latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 20)
-launch() { "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
+launch() { WEFT_TRANSPORT="$transport" "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
 for round in $(seq 1 "$rounds"); do
   # Gloo's FileStore wants existing, empty directories.
   rm -rf "$store_dir/sweep" "$store_dir/lat" && mkdir -p "$store_dir/sweep" "$store_dir/lat"
@@ -83,6 +96,10 @@ for round in $(seq 1 "$rounds"); do
   run weft-lat launch "$weft" bench allreduce "${latency[@]}"
   run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
   run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
+  if [ "$transport" = shm ]; then
+    run mpi-nommap timeout "$limit" "${mpirun_cmd[@]}" "${nommap[@]}" "$mpi_prog" "${sweep[@]}"
+    run memcpy "$reduce_bench" --benchmark_filter='BM_memcpy/67108864$' --benchmark_min_time=0.5
+  fi
   run gloo launch "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
   run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
 done
@@ -94,6 +111,13 @@ rows() {
     awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8, $9 }'
 }
 
+# Median single-thread memcpy bandwidth (GB/s) of the rounds' BM_memcpy/64 MiB runs; empty if none.
+memcpy_gbps() {
+  cat "$build"/compare-memcpy.r*.txt 2>/dev/null |
+    awk '$1 == "BM_memcpy/67108864" && $3 == "ns" && $2 > 0 { print 67108864 / $2 }' |
+    sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
+
 # awk helpers: median of the times collected per size.
 median_awk='
   function median(list,   v, k, i, j, x) {
@@ -103,12 +127,18 @@ median_awk='
   }'
 
 echo
-echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better),"
+if [ "$transport" = tcp ]; then
+  echo "allreduce f32 sum, $ranks ranks, TCP loopback, out of place; busbw in GB/s (higher is better),"
+else
+  echo "allreduce f32 sum, $ranks ranks, weft and mpi over shared memory (gloo: TCP loopback), out of"
+  echo "place; busbw in GB/s (higher is better), mpi-nm: Open MPI with glibc's mmap threshold off,"
+fi
 echo "computed from the median over $rounds rounds of the mean time: size / time * 2(n-1)/n"
-echo "weft/mpi and weft/gloo: busbw ratios (> 1: weft faster)." \
+echo "weft/mpi (the better Open MPI column) and weft/gloo: busbw ratios (> 1: weft faster)." \
   "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"
-awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v n="$ranks" \
+awk -v wf=<(rows weft) -v mf=<(rows mpi) -v nf=<(rows mpi-nommap) -v gf=<(rows gloo) \
+  -v sizes="$sizes" -v n="$ranks" -v memcpy="$(memcpy_gbps)" \
   "$median_awk"'
   # busbw from size and the median time (more digits than the printed column), wrong counts summed.
   function load(file, bw, wrong,   line, f, times, s) {
@@ -122,17 +152,23 @@ awk -v wf=<(rows weft) -v mf=<(rows mpi) -v gf=<(rows gloo) -v sizes="$sizes" -v
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function cell(v) { return v == "" ? "-" : sprintf(v < 0.01 ? "%.2e" : "%.3f", v) }
   BEGIN {
-    load(wf, w, ww); load(mf, m, mw); load(gf, g, gw)
-    printf "%12s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "gloo", "weft/mpi",
-           "weft/gloo"
+    load(wf, w, ww); load(mf, m, mw); load(nf, nm, nw); load(gf, g, gw)
+    printf "%12s %11s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "mpi-nm", "gloo",
+           "weft/mpi", "weft/gloo"
     count = split(sizes, order, " ")
     for (i = 1; i <= count; ++i) {
       s = order[i]
-      printf "%12s %11s %11s %11s %9s %9s\n", s, cell(w[s]), cell(m[s]), cell(g[s]),
-             ratio(w[s], m[s]), ratio(w[s], g[s])
-      if (ww[s] + mw[s] + gw[s] > 0) bad = bad " " s
+      best = (nm[s] != "" && nm[s] + 0 > m[s] + 0) ? nm[s] : m[s]
+      printf "%12s %11s %11s %11s %11s %9s %9s\n", s, cell(w[s]), cell(m[s]), cell(nm[s]),
+             cell(g[s]), ratio(w[s], best), ratio(w[s], g[s])
+      if (ww[s] + mw[s] + nw[s] + gw[s] > 0) bad = bad " " s
+      last = s
     }
     if (bad != "") print "WARNING: wrong results at sizes" bad
+    if (memcpy != "" && w[last] != "") {
+      printf "single-thread memcpy of 64 MiB: %.2f GB/s; weft busbw at %s B is %.0f%% of it\n",
+             memcpy, last, 100 * w[last] / memcpy
+    }
   }'
 
 echo
@@ -152,4 +188,4 @@ awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) "$median
     printf "%12s %11s %11s %11s %9s %9s\n", 8, cell(w), cell(m), cell(g), ratio(m, w), ratio(g, w)
   }'
 echo
-log "raw outputs: $build/compare-{weft,mpi,gloo}{,-lat}.r{1..$rounds}.txt"
+log "raw outputs: $build/compare-*.r{1..$rounds}.txt"

@@ -87,10 +87,17 @@ inline constexpr size_t segment_bytes(int size, size_t ring_bytes) {
   return kPage + static_cast<size_t>(size > 1 ? size - 1 : 0) * (kPage + ring_bytes);
 }
 
-// Bumps the owner's doorbell and wakes it if it sleeps.
+// Bumps the owner's doorbell and wakes it if it sleeps (state changes, freed room: rare events).
 void ring(SegmentHeader& h);
-// Sleeps on `h`'s doorbell while it still reads `seen`, at most until `ns` nanoseconds pass.
-void sleep_on(SegmentHeader& h, uint32_t seen, int64_t ns);
+// After publishing a record: rings only if the owner announced a sleep. An owner about to sleep
+// increments `sleepers`, reads the doorbell, then looks for records once more, so one of the two
+// sides always sees the other (both go through a full fence).
+inline void nudge(SegmentHeader& h) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h.sleepers.load(std::memory_order_relaxed) != 0) ring(h);
+}
+// Sleeps on `h`'s doorbell while it still reads `seen`, at most `ns` nanoseconds.
+void futex_wait(SegmentHeader& h, uint32_t seen, int64_t ns);
 
 // One mapped segment: this rank's own (created) or a peer's (opened).
 class Segment {

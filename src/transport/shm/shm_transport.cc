@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/stat.h>
@@ -36,10 +37,22 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A waiter polls the rings this long after the last progress before it sleeps on its doorbell:
-// the first few microseconds with pause, then yielding the core (ranks may outnumber cores).
+// A waiter polls the rings for a while after the last progress before it sleeps on its doorbell.
+// With a core per rank it polls long (1 ms): on a VM, waking a rank whose vCPU halted costs tens
+// of microseconds, and a rank woken late makes its peer wait long enough to sleep too, so short
+// spins turn into a chain of slow hand-offs. When ranks outnumber cores it polls briefly and
+// yields the core (the peer it waits for may need it), then sleeps.
+constexpr auto kSpinAlone = std::chrono::milliseconds(1);
 constexpr auto kSpinPause = std::chrono::microseconds(5);
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpinShared = std::chrono::microseconds(50);
+
+// CPUs this process may run on.
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 constexpr size_t kMaxChunk = 256 << 10;  // largest DATA record
 constexpr size_t kMinChunk = 4096;       // smaller pieces wait for room instead
 
@@ -89,7 +102,8 @@ struct Peer {
   size_t send_credits = 0;
   size_t credits_to_return = 0;
   uint64_t next_msg_id = 0;
-  bool gone = false;  // the process exited (seen by the watcher)
+  std::atomic<bool> gone{false};       // the process exited (seen by the watcher)
+  std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
 };
 
 class ShmTransport final : public Transport {
@@ -101,7 +115,8 @@ class ShmTransport final : public Transport {
         pool_(pool),
         ring_bytes_(config.options.shm_ring_bytes),
         eager_limit_(std::min(config.options.eager_threshold, ring_bytes_ / 4 - kRecordBytes)),
-        max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)) {}
+        max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)),
+        oversubscribed_(config.size > usable_cpus()) {}
   ~ShmTransport() override;
 
   Status start(Store& store, uint64_t token);
@@ -139,6 +154,10 @@ class ShmTransport final : public Transport {
   void fail_locked_out(const Status& status);
   Status failure() const;
   void background_loop();
+  // True when a pass over the peers would find something to do (lock-free look).
+  bool work_pending() const;
+  // Sleeps on this rank's doorbell unless work_pending() or `completion` moved past `seen`.
+  void sleep_until_work(const Completion* completion, uint32_t seen, Clock::duration limit);
   void watch_loop();
   void note_p2p();
 
@@ -149,6 +168,7 @@ class ShmTransport final : public Transport {
   const size_t ring_bytes_;
   const size_t eager_limit_;
   const size_t max_chunk_;
+  const bool oversubscribed_;  // more ranks on this host than usable CPUs: spin briefly, yield
   std::unique_ptr<Segment> own_;
   std::vector<std::unique_ptr<Peer>> peers_;
 
@@ -203,6 +223,9 @@ Status ShmTransport::start(Store& store, uint64_t token) {
       p->in = own_->ring(r);
       p->out_ctl = &p->seg->ctl(rank_);
       p->out = p->seg->ring(rank_);
+      // Write our ring's pages through our own mapping once now (nobody reads it before its
+      // first record): a first write to a shared page costs a fault in each process that maps it.
+      std::memset(p->out, 0, ring_bytes_);
     }
     peers_[static_cast<size_t>(r)] = std::move(p);
   }
@@ -518,7 +541,7 @@ Status ShmTransport::progress_peer(Peer& p, int& moved) {
 
 Status ShmTransport::check_peer(Peer& p) {
   const uint32_t state = p.hdr->state.load(std::memory_order_acquire);
-  if (state == kRunning && !p.gone) return Status();
+  if (state == kRunning && !p.gone.load()) return Status();
   if (state == kFailed) {
     char text[kMaxErrorText + 1] = {};
     std::memcpy(text, p.hdr->error_text, kMaxErrorText);
@@ -735,51 +758,86 @@ Status ShmTransport::flush(Peer& p, int& moved) {
     ++moved;
     if (o.type == RecordType::data) {
       o.offset += len;
-      ring(*p.hdr);  // let the receiver copy this chunk out while the next goes in
+      nudge(*p.hdr);  // let the receiver copy this chunk out while the next goes in
       if (o.offset < o.req->bytes) continue;
     }
     Request* done = (o.type == RecordType::eager || o.type == RecordType::data) ? o.req : nullptr;
     p.outq.pop_front();
     if (done != nullptr) complete(done, Status());
   }
-  if (wrote) ring(*p.hdr);
+  p.want_room.store(!p.outq.empty(), std::memory_order_release);
+  if (wrote) nudge(*p.hdr);
   return Status();
+}
+
+bool ShmTransport::work_pending() const {
+  if (failed_.load(std::memory_order_acquire)) return true;
+  for (const auto& peer : peers_) {
+    const Peer& p = *peer;
+    if (p.hdr == nullptr) continue;
+    if (p.in_ctl->tail.load(std::memory_order_acquire) !=
+        p.in_ctl->head.load(std::memory_order_relaxed)) {
+      return true;
+    }
+    if (p.hdr->state.load(std::memory_order_acquire) != kRunning || p.gone.load()) return true;
+    // The consumer cleared our request for room: there is some.
+    if (p.want_room.load(std::memory_order_acquire) &&
+        p.out_ctl->producer_waiting.load(std::memory_order_acquire) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void ShmTransport::sleep_until_work(const Completion* completion, uint32_t seen,
+                                    Clock::duration limit) {
+  // Announce the sleep, then look once more: a producer publishes its record before it checks
+  // for sleepers (nudge), so either it sees this sleeper and rings, or this look sees the record.
+  SegmentHeader& own = own_->header();
+  own.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  const uint32_t bell = own.doorbell.load(std::memory_order_seq_cst);
+  if (!work_pending() && (completion == nullptr || completion->generation() == seen)) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
+    futex_wait(own, bell, ns);
+  }
+  own.sleepers.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
                         Clock::time_point deadline) {
   (void)hint;
-  SegmentHeader& own = own_->header();
   auto idle_since = Clock::now();
+  int idle_passes = 0;
   while (true) {
     if (completion.generation() != seen) return true;
-    const uint32_t bell = own.doorbell.load(std::memory_order_acquire);
     const int moved = progress_all();
     if (completion.generation() != seen) return true;
-    const auto now = Clock::now();
     if (moved > 0) {
-      idle_since = now;
+      idle_passes = 0;
       continue;
     }
     if (failed_.load(std::memory_order_acquire)) return completion.wait_for_change(seen, deadline);
-    if (now >= deadline) return false;
-    const auto idle = now - idle_since;
-    if (idle < kSpinPause) {
-      for (int i = 0; i < 16; ++i) cpu_pause();
+    // Reading the clock costs as much as a pass over the rings: look at it every few passes.
+    if (idle_passes++ % 32 != 0) {
+      cpu_pause();
       continue;
     }
-    if (idle < kSpin) {
+    const auto now = Clock::now();
+    if (idle_passes == 1) idle_since = now;
+    if (now >= deadline) return false;
+    const auto idle = now - idle_since;
+    if (idle < (oversubscribed_ ? kSpinPause : kSpinAlone)) continue;
+    if (oversubscribed_ && idle < kSpinShared) {
       std::this_thread::yield();
       continue;
     }
-    const auto left = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
-    sleep_on(own, bell, std::chrono::duration_cast<std::chrono::nanoseconds>(left).count());
-    idle_since = Clock::now() - kSpinPause;  // after a wake-up, poll (yielding) a little again
+    sleep_until_work(&completion, seen,
+                     std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
+    idle_passes = 0;
   }
 }
 
 void ShmTransport::background_loop() {
-  SegmentHeader& own = own_->header();
   while (true) {
     {
       std::unique_lock<std::mutex> lock(bg_mu_);
@@ -788,10 +846,9 @@ void ShmTransport::background_loop() {
       });
       if (stopping_) return;
     }
-    const uint32_t bell = own.doorbell.load(std::memory_order_acquire);
     if (progress_all() > 0) continue;
     if (op_active_.load(std::memory_order_acquire)) continue;
-    sleep_on(own, bell, 100'000'000);
+    sleep_until_work(nullptr, 0, std::chrono::milliseconds(100));
   }
 }
 
@@ -824,7 +881,7 @@ void ShmTransport::watch_loop() {
       }
       {
         std::lock_guard<std::mutex> lock(p.mu);
-        p.gone = true;
+        p.gone.store(true);
       }
       watched.erase(watched.begin() + static_cast<std::ptrdiff_t>(i));
       fds.erase(fds.begin() + static_cast<std::ptrdiff_t>(i) + 1);
