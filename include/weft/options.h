@@ -36,8 +36,11 @@ enum class Algorithm : uint8_t {
   direct,              // every rank talks to the root or to every peer directly
   pairwise,            // pairwise exchange (alltoall(v))
   dissemination,       // barrier
+  // Across hosts: inside each host over shared memory, between hosts over TCP (allreduce,
+  // allgather, reduce_scatter, broadcast). Runs flat (automatic) when every rank is on one host.
+  hierarchical,
 };
-inline constexpr int kAlgorithmCount = 8;
+inline constexpr int kAlgorithmCount = 9;
 
 WEFT_API const char* to_string(Algorithm a);
 WEFT_API std::optional<Algorithm> parse_algorithm(std::string_view s);

@@ -22,7 +22,7 @@ namespace {
 
 constexpr std::string_view kAlgorithmNames[kAlgorithmCount] = {
     "auto",     "ring",   "recursive_doubling", "halving_doubling",
-    "binomial", "direct", "pairwise",           "dissemination"};
+    "binomial", "direct", "pairwise",           "dissemination", "hierarchical"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 std::string format_size(size_t n) {
@@ -80,6 +80,8 @@ bool algorithm_supports(Algorithm a, OpKind k) {
     case Algorithm::direct: return k != K::send && k != K::recv;
     case Algorithm::pairwise: return any_of({K::alltoall, K::alltoallv});
     case Algorithm::dissemination: return k == K::barrier;
+    case Algorithm::hierarchical:
+      return any_of({K::allreduce, K::allgather, K::reduce_scatter, K::broadcast});
   }
   return false;
 }

@@ -57,7 +57,8 @@ Status describe_failure(const Status& st, int rank, const Fingerprint& fp) {
 }  // namespace
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
-    const Options& options, std::shared_ptr<Store> store, std::unique_ptr<TcpStoreServer> server) {
+    const Options& options, std::shared_ptr<Store> store, std::unique_ptr<TcpStoreServer> server,
+    bool allow_hierarchy, int machine_ranks) {
   WEFT_RETURN_IF_ERROR(options.validate());
   if (options.rank < 0 || options.size <= 0) {
     return Status(ErrorCode::invalid_argument, "Options.rank and Options.size must be set");
@@ -77,18 +78,30 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   if (!token.ok()) return token.status();
   c->token_ = token.value();
   bool use_shm = false;
+  std::optional<HostLayout> layout;
   if (c->options_.transport != TransportKind::tcp) {
-    std::string detail;
-    auto other = shm_first_other_host(*c->store_, c->rank(), c->size(),
-                                      shm_host_key(c->options_.host_id), options.connect_timeout,
-                                      &detail);
-    if (!other.ok()) return other.status();
-    use_shm = other.value() < 0;
+    // "<host key>\n<machine key>": the host id may be overridden, the machine is the real one.
+    const std::string machine = shm_host_key(tcp::default_host_id());
+    auto both = exchange_host_keys(*c->store_, c->rank(), c->size(),
+                                   shm_host_key(c->options_.host_id) + "\n" + machine,
+                                   options.connect_timeout);
+    if (!both.ok()) return both.status();
+    std::vector<std::string> keys;
+    int same_machine = 0;
+    for (const std::string& k : both.value()) {
+      const size_t nl = k.find('\n');
+      keys.push_back(k.substr(0, nl));
+      if (nl != std::string::npos && k.substr(nl + 1) == machine) ++same_machine;
+    }
+    c->machine_ranks_ = machine_ranks > 0 ? machine_ranks : std::max(1, same_machine);
+    layout = HostLayout::from_keys(keys);
+    use_shm = layout->host_count() == 1;
     if (!use_shm && c->options_.transport == TransportKind::shm) {
+      const int other = layout->hosts[1].front();
       return Status(ErrorCode::invalid_argument,
-                    fmt::format("rank {}: transport=shm needs every rank on one host, but {}; use "
-                                "transport=auto or tcp",
-                                c->rank(), detail));
+                    fmt::format("rank {}: transport=shm needs every rank on one host, but rank {} "
+                                "is on {} and rank 0 on {}; use transport=auto or tcp",
+                                c->rank(), other, keys[static_cast<size_t>(other)], keys[0]));
     }
   }
   if (c->rank() == 0) {
@@ -102,6 +115,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
       sc.size = c->size();
       sc.token = token.value();
       sc.options = c->options_;
+      sc.machine_ranks = c->machine_ranks_;
       return make_shm_transport(sc, *c->store_, *c->pool_);
     }
     TcpTransportConfig tc;
@@ -115,6 +129,12 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   auto transport = make_transport();
   if (!transport.ok()) return transport.status();
   c->transport_ = std::move(transport.value());
+  if (allow_hierarchy && layout && layout->host_count() > 1 && layout->max_local() > 1) {
+    if (c->rank() == 0) log::info("hierarchical collectives over {}", layout->describe());
+    auto h = Hierarchy::create(*layout, c->rank(), c->options_, c->store_, c->machine_ranks_);
+    if (!h.ok()) return h.status();
+    c->hierarchy_ = std::move(h.value());
+  }
   return c;
 }
 
@@ -138,6 +158,7 @@ void CommunicatorImpl::set_broken(const Status& st) {
     if (broken_.ok()) broken_ = st;
   }
   transport_->fail(st);
+  if (hierarchy_) hierarchy_->abort(st.message());
 }
 
 std::shared_ptr<WorkImpl> CommunicatorImpl::submit_collective(CollectiveArgs args) {
@@ -181,6 +202,11 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     entry.root = op.fp.root;
     entry.count = op.fp.count;
     entry.seq = op.fp.seq;
+    entry.algorithm = hierarchy_ && Hierarchy::handles(op.args, options_)
+                          ? to_string(Algorithm::hierarchical)
+                          : to_string(selected_algorithm(op.args.kind,
+                                                         payload_bytes(op.args, size()), size(),
+                                                         options_));
   } else {
     entry.count = op.bytes;
     entry.peer = op.peer;
@@ -266,13 +292,17 @@ void CommunicatorImpl::execute(Op& op) {
   }
   op.work->mark_started();
   recorder_->mark_running(op.record, op.work->start_time());
-  transport_->begin_operation(op.fp);
   Status st;
-  {
-    Context ctx(*transport_, options_, op.fp, *pool_);
-    st = run_collective(ctx, op.args);
+  if (hierarchy_ && Hierarchy::handles(op.args, options_)) {
+    st = hierarchy_->run(op.args, *pool_);
+  } else {
+    transport_->begin_operation(op.fp);
+    {
+      Context ctx(*transport_, options_, op.fp, *pool_);
+      st = run_collective(ctx, op.args);
+    }
+    transport_->end_operation();
   }
-  transport_->end_operation();
   if (st.ok()) st = transport_->error();
   recorder_->mark_ended(op.record, st);
   if (!st.ok()) {
@@ -426,6 +456,10 @@ Status CommunicatorImpl::shutdown() {
   }
   if (executor_.joinable()) executor_.join();
   Status result = broken();
+  if (hierarchy_) {
+    hierarchy_->shutdown();
+    hierarchy_.reset();
+  }
   if (transport_) {
     if (result.ok()) transport_->close(options_.timeout);
     transport_.reset();

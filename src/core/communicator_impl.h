@@ -16,6 +16,7 @@
 
 #include "collective/context.h"
 #include "core/flight_recorder.h"
+#include "core/hierarchy.h"
 #include "core/work_impl.h"
 #include "runtime/buffer_pool.h"
 #include "transport/transport.h"
@@ -27,9 +28,16 @@ namespace weft {
 class CommunicatorImpl {
  public:
   // Options must carry rank and size. `server` (if any) is the store server this rank hosts.
+  // With transport=auto and ranks on several hosts (some with more than one rank), it also builds
+  // the Hierarchy that runs allreduce, allgather, reduce_scatter and broadcast inside hosts over
+  // shared memory and between them over TCP (not for the hierarchy's own sub-communicators).
+  // `machine_ranks`: ranks of the whole job on this machine (0: count them here), which decides
+  // whether waiting ranks may spin (host ids may split one machine into pretend hosts).
   static Result<std::unique_ptr<CommunicatorImpl>> create(const Options& options,
                                                           std::shared_ptr<Store> store,
-                                                          std::unique_ptr<TcpStoreServer> server);
+                                                          std::unique_ptr<TcpStoreServer> server,
+                                                          bool allow_hierarchy = true,
+                                                          int machine_ranks = 0);
   ~CommunicatorImpl();
 
   int rank() const { return options_.rank; }
@@ -84,8 +92,10 @@ class CommunicatorImpl {
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
+  std::unique_ptr<Hierarchy> hierarchy_;  // when the job spans hosts (see create)
   uint64_t split_count_ = 0;  // caller order; collective like split itself
   uint64_t token_ = 0;        // this communicator's id, agreed at creation
+  int machine_ranks_ = 1;     // ranks of the job on this machine
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;

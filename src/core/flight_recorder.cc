@@ -107,6 +107,7 @@ std::string FlightRecorder::to_json(int rank, int size) const {
                         {"state", to_string(e.state)},
                         {"queued_s", seconds_since(e.queued, now)}};
     if (e.seq != 0) j["seq"] = e.seq;
+    if (e.algorithm != nullptr) j["algorithm"] = e.algorithm;
     if (e.kind == OpKind::send || e.kind == OpKind::recv) {
       j["peer"] = e.peer;
       j["tag"] = e.tag;

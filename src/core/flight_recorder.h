@@ -35,6 +35,7 @@ struct FlightEntry {
   uint64_t seq = 0;    // collective sequence number (0 for point-to-point)
   int peer = -1;       // send/recv peer (-1: any source, or a collective)
   uint32_t tag = 0;
+  const char* algorithm = nullptr;  // collectives: what the selector chose ("ring", "hierarchical")
   State state = State::queued;
   Clock::time_point queued{}, started{}, ended{};
   std::string error;  // when failed

@@ -191,6 +191,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::direct: return "direct";
     case Algorithm::pairwise: return "pairwise";
     case Algorithm::dissemination: return "dissemination";
+    case Algorithm::hierarchical: return "hierarchical";
   }
   return "unknown";
 }

@@ -90,10 +90,11 @@ Result<std::unique_ptr<Segment>> Segment::create(const std::string& name, int ra
     }
     return Status(ErrorCode::io,
                   fmt::format("rank {}: /dev/shm is too small ({}: {}): rank {} needs {} for its "
-                              "segment ({} peers x {} ring) and every rank of the host as much; "
+                              "segment ({} peers x {} ring), the {} ranks of this host {} in all; "
                               "give the container more shared memory (docker --shm-size), lower "
                               "WEFT_SHM_RING_BYTES, or set WEFT_TRANSPORT=tcp",
-                              rank, what, have, rank, mib(bytes), size - 1, mib(ring_bytes)));
+                              rank, what, have, rank, mib(bytes), size - 1, mib(ring_bytes), size,
+                              mib(uint64_t{bytes} * static_cast<uint64_t>(size))));
   };
   struct statvfs vfs {};
   if (::fstatvfs(fd.get(), &vfs) == 0 && uint64_t{vfs.f_bavail} * vfs.f_frsize < bytes) {

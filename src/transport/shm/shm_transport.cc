@@ -116,7 +116,7 @@ class ShmTransport final : public Transport {
         ring_bytes_(config.options.shm_ring_bytes),
         eager_limit_(std::min(config.options.eager_threshold, ring_bytes_ / 4 - kRecordBytes)),
         max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)),
-        oversubscribed_(config.size > usable_cpus()) {}
+        oversubscribed_(std::max(config.size, config.machine_ranks) > usable_cpus()) {}
   ~ShmTransport() override;
 
   Status start(Store& store, uint64_t token);
@@ -170,7 +170,8 @@ class ShmTransport final : public Transport {
   const size_t max_chunk_;
   const bool oversubscribed_;  // more ranks on this host than usable CPUs: spin briefly, yield
   std::unique_ptr<Segment> own_;
-  std::vector<std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // fixed once started_
+  bool started_ = false;
 
   mutable std::mutex err_mu_;
   Status error_;
@@ -203,7 +204,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   if (!own.ok()) return own.status();
   own_ = std::move(own.value());
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/seg/{}", rank_), name));
-  peers_.resize(static_cast<size_t>(size_));
+  // Built aside and kept only once complete: a failed start leaves no half-made peers.
+  std::vector<std::unique_ptr<Peer>> peers(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     auto p = std::make_unique<Peer>();
     p->rank = r;
@@ -227,7 +229,7 @@ Status ShmTransport::start(Store& store, uint64_t token) {
       // first record): a first write to a shared page costs a fault in each process that maps it.
       std::memset(p->out, 0, ring_bytes_);
     }
-    peers_[static_cast<size_t>(r)] = std::move(p);
+    peers[static_cast<size_t>(r)] = std::move(p);
   }
   // Every rank has mapped every segment once all are ready: the names can go.
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/ready/{}", rank_), "1"));
@@ -240,6 +242,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
     }
   }
   own_->unlink();
+  peers_ = std::move(peers);
+  started_ = true;
   background_ = std::thread([this] { background_loop(); });
   bool watch = false;
   for (auto& p : peers_) watch = watch || (p->rank != rank_ && p->pid != ::getpid());
@@ -251,7 +255,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
 }
 
 ShmTransport::~ShmTransport() {
-  if (own_ && own_->header().state.load() == kRunning) {
+  if (!started_) return;  // set-up failed: the members only unmap (and unlink our name)
+  if (own_->header().state.load() == kRunning) {
     own_->header().state.store(kDeparted, std::memory_order_release);
     for (auto& p : peers_) {
       if (p->hdr != nullptr) ring(*p->hdr);
@@ -262,7 +267,7 @@ ShmTransport::~ShmTransport() {
     stopping_ = true;
   }
   bg_cv_.notify_all();
-  if (own_) ring(own_->header());
+  ring(own_->header());
   if (background_.joinable()) background_.join();
   if (watcher_.joinable()) {
     uint64_t one = 1;
@@ -970,23 +975,20 @@ std::string shm_host_key(const std::string& host_id) {
   return fmt::format("{}/pidns:{}", host_id, ns);
 }
 
-Result<int> shm_first_other_host(Store& store, int rank, int size, const std::string& key,
-                                 std::chrono::milliseconds timeout, std::string* detail) {
+Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int size,
+                                                    const std::string& key,
+                                                    std::chrono::milliseconds timeout) {
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/host/{}", rank), key));
-  std::string first;
+  std::vector<std::string> keys;
+  keys.reserve(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     auto k = store.get_string(fmt::format("shm/host/{}", r), timeout);
     if (!k.ok()) {
       return k.status().with_context(fmt::format("rank {}: waiting for rank {}'s host identity", rank, r));
     }
-    if (r == 0) {
-      first = k.value();
-    } else if (k.value() != first) {
-      if (detail != nullptr) *detail = fmt::format("rank {} is on {}, rank 0 on {}", r, k.value(), first);
-      return r;
-    }
+    keys.push_back(std::move(k.value()));
   }
-  return -1;
+  return keys;
 }
 
 Result<std::unique_ptr<Transport>> make_shm_transport(const ShmTransportConfig& config, Store& store,

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "transport/transport.h"
 #include "weft/options.h"
@@ -34,17 +35,19 @@ struct ShmTransportConfig {
   int size = 1;
   uint64_t token = 0;  // unique per communicator (all ranks agree through the store)
   Options options;
+  // Ranks of the whole job on this machine (0: just this transport's): when they outnumber the
+  // usable CPUs, waiting ranks yield and sleep soon instead of polling.
+  int machine_ranks = 0;
 };
 
 // What two ranks must share to use shared memory: the host identity plus the PID namespace
 // (pids are used to watch peers; containers on one host with distinct namespaces fall back to TCP).
 std::string shm_host_key(const std::string& host_id);
 
-// Publishes this rank's host key under "shm/host/<rank>" and reads every rank's. Returns -1 when
-// all ranks share one key, else the lowest rank whose key differs from rank 0's, with both keys
-// in `detail` ("rank 3 is on hostB/..., rank 0 on hostA/...").
-Result<int> shm_first_other_host(Store& store, int rank, int size, const std::string& key,
-                                 std::chrono::milliseconds timeout, std::string* detail);
+// Publishes this rank's host key under "shm/host/<rank>" and returns every rank's, in rank order.
+Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int size,
+                                                    const std::string& key,
+                                                    std::chrono::milliseconds timeout);
 
 // Creates this rank's segment, maps every peer's (keys "shm/seg/<rank>", "shm/ready/<rank>") and
 // starts the transport. `pool` must outlive it.

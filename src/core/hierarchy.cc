@@ -1,0 +1,269 @@
+#include "core/hierarchy.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "core/communicator_impl.h"
+#include "reduce/reduce.h"
+#include "runtime/buffer_pool.h"
+
+namespace weft {
+namespace {
+
+// A pooled scratch buffer returned on scope exit.
+class Scratch {
+ public:
+  Scratch(BufferPool& pool, size_t bytes) : pool_(pool), bytes_(bytes), p_(pool.acquire(bytes)) {}
+  ~Scratch() { pool_.release(p_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  uint8_t* get() const { return static_cast<uint8_t*>(p_); }
+
+ private:
+  BufferPool& pool_;
+  size_t bytes_;
+  void* p_;
+};
+
+CollectiveArgs make_args(OpKind kind, const CollectiveArgs& like, const void* send, void* recv,
+                         size_t count, int root = 0) {
+  CollectiveArgs a;
+  a.kind = kind;
+  a.dtype = like.dtype;
+  a.op = like.op == ReduceOp::avg ? ReduceOp::sum : like.op;
+  a.root = root;
+  a.send = send;
+  a.recv = recv;
+  a.count = count;
+  return a;
+}
+
+}  // namespace
+
+// ---- layout ---------------------------------------------------------------------------------------
+
+HostLayout HostLayout::from_keys(const std::vector<std::string>& keys) {
+  HostLayout l;
+  std::map<std::string, int> index;
+  l.host_of.resize(keys.size());
+  l.local_index.resize(keys.size());
+  for (size_t r = 0; r < keys.size(); ++r) {
+    auto [it, added] = index.emplace(keys[r], static_cast<int>(l.hosts.size()));
+    if (added) l.hosts.emplace_back();
+    auto& members = l.hosts[static_cast<size_t>(it->second)];
+    l.host_of[r] = it->second;
+    l.local_index[r] = static_cast<int>(members.size());
+    members.push_back(static_cast<int>(r));
+  }
+  return l;
+}
+
+size_t HostLayout::max_local() const {
+  size_t m = 0;
+  for (const auto& h : hosts) m = std::max(m, h.size());
+  return m;
+}
+
+bool HostLayout::uniform() const {
+  for (const auto& h : hosts) {
+    if (h.size() != hosts.front().size()) return false;
+  }
+  return true;
+}
+
+std::string HostLayout::describe() const {
+  std::string sizes;
+  for (const auto& h : hosts) sizes += fmt::format("{}{}", sizes.empty() ? "" : "+", h.size());
+  return fmt::format("{} hosts ({} ranks)", hosts.size(), sizes);
+}
+
+// ---- set-up ---------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, int rank,
+                                                     const Options& options,
+                                                     std::shared_ptr<Store> store,
+                                                     int machine_ranks) {
+  std::unique_ptr<Hierarchy> h(new Hierarchy());
+  h->layout_ = layout;
+  h->rank_ = rank;
+  const int host = layout.host_of[static_cast<size_t>(rank)];
+  const int li = layout.local_index[static_cast<size_t>(rank)];
+  const auto& members = layout.hosts[static_cast<size_t>(host)];
+
+  Options sub = options;
+  sub.algorithms = {};  // the sub-communicators choose for themselves
+  sub.flight_recorder = std::min<size_t>(options.flight_recorder, 64);
+
+  Options local = sub;
+  local.rank = li;
+  local.size = static_cast<int>(members.size());
+  local.transport = TransportKind::shm;
+  auto lc = CommunicatorImpl::create(
+      local, make_prefix_store(fmt::format("hier/local{}", members.front()), store), nullptr,
+      /*allow_hierarchy=*/false, machine_ranks);
+  if (!lc.ok()) return lc.status().with_context(fmt::format("rank {}: host-local communicator", rank));
+  h->local_ = std::move(lc.value());
+
+  // Cross: the li-th rank of every host that has one, in host order.
+  Options cross = sub;
+  cross.transport = TransportKind::tcp;
+  cross.size = 0;
+  for (const auto& m : layout.hosts) {
+    if (static_cast<int>(m.size()) <= li) continue;
+    if (m[static_cast<size_t>(li)] == rank) cross.rank = cross.size;
+    ++cross.size;
+  }
+  auto cc = CommunicatorImpl::create(
+      cross, make_prefix_store(fmt::format("hier/cross{}", li), store), nullptr,
+      /*allow_hierarchy=*/false, machine_ranks);
+  if (!cc.ok()) return cc.status().with_context(fmt::format("rank {}: cross-host communicator", rank));
+  h->cross_ = std::move(cc.value());
+  return h;
+}
+
+Hierarchy::~Hierarchy() { shutdown(); }
+
+void Hierarchy::shutdown() {
+  if (local_) (void)local_->shutdown();
+  if (cross_) (void)cross_->shutdown();
+}
+
+void Hierarchy::abort(const std::string& reason) {
+  if (local_) local_->abort(reason);
+  if (cross_) cross_->abort(reason);
+}
+
+bool Hierarchy::handles(const CollectiveArgs& args, const Options& options) {
+  switch (args.kind) {
+    case OpKind::allreduce:
+    case OpKind::allgather:
+    case OpKind::reduce_scatter:
+    case OpKind::broadcast: {
+      const Algorithm a = options.algorithm(args.kind);
+      return a == Algorithm::automatic || a == Algorithm::hierarchical;
+    }
+    default:
+      return false;
+  }
+}
+
+Status Hierarchy::on_local(const CollectiveArgs& a) {
+  return local_->submit_collective(a)->wait(std::chrono::milliseconds::max());
+}
+
+Status Hierarchy::on_cross(const CollectiveArgs& a) {
+  return cross_->submit_collective(a)->wait(std::chrono::milliseconds::max());
+}
+
+// ---- collectives ----------------------------------------------------------------------------------
+
+Status Hierarchy::run(const CollectiveArgs& args, BufferPool& pool) {
+  Status st;
+  switch (args.kind) {
+    case OpKind::allreduce: st = allreduce(args, pool); break;
+    case OpKind::broadcast: st = broadcast(args); break;
+    case OpKind::allgather: st = allgather(args, pool); break;
+    case OpKind::reduce_scatter: st = reduce_scatter(args, pool); break;
+    default:
+      return Status(ErrorCode::internal, fmt::format("hierarchy cannot run {}", to_string(args.kind)));
+  }
+  if (st.ok() && (args.kind == OpKind::allreduce || args.kind == OpKind::reduce_scatter) &&
+      args.op == ReduceOp::avg) {
+    const size_t count = args.count;
+    scale_for_avg(args.recv, count, args.dtype, static_cast<int>(layout_.host_of.size()));
+  }
+  return st;
+}
+
+Status Hierarchy::allreduce(const CollectiveArgs& a, BufferPool& pool) {
+  const size_t L = layout_.hosts[static_cast<size_t>(layout_.host_of[static_cast<size_t>(rank_)])].size();
+  if (layout_.uniform() && L > 1 && a.count % L == 0 && a.count > 0) {
+    // Every local rank owns a slice.
+    const size_t slice = a.count / L;
+    Scratch s(pool, slice * a.elem_size());
+    WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::reduce_scatter, a, a.send, s.get(), slice)));
+    WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allreduce, a, s.get(), s.get(), slice)));
+    return on_local(make_args(OpKind::allgather, a, s.get(), a.recv, slice));
+  }
+  // Through the leaders.
+  WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::reduce, a, a.send, a.recv, a.count, 0)));
+  if (leader()) WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allreduce, a, a.recv, a.recv, a.count)));
+  return on_local(make_args(OpKind::broadcast, a, a.recv, a.recv, a.count, 0));
+}
+
+Status Hierarchy::broadcast(const CollectiveArgs& a) {
+  const int root_host = layout_.host_of[static_cast<size_t>(a.root)];
+  const int root_local = layout_.local_index[static_cast<size_t>(a.root)];
+  const int host = layout_.host_of[static_cast<size_t>(rank_)];
+  // The root's host first gets the data to its leader (every rank there gets it on the way).
+  if (host == root_host && root_local != 0) {
+    WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::broadcast, a, a.recv, a.recv, a.count, root_local)));
+  }
+  if (leader()) {
+    // Cross ranks of local index 0 are the hosts in order: the root host's leader is root_host.
+    WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::broadcast, a, a.recv, a.recv, a.count, root_host)));
+  }
+  if (host == root_host && root_local != 0) return Status();
+  return on_local(make_args(OpKind::broadcast, a, a.recv, a.recv, a.count, 0));
+}
+
+Status Hierarchy::allgather(const CollectiveArgs& a, BufferPool& pool) {
+  const size_t es = a.elem_size();
+  const size_t n = layout_.host_of.size();
+  const int host = layout_.host_of[static_cast<size_t>(rank_)];
+  const size_t L = layout_.hosts[static_cast<size_t>(host)].size();
+  const size_t block = a.count * es;
+  // Whole hosts, host after host: the leaders' allgatherv result.
+  Scratch by_host(pool, n * block);
+  std::vector<size_t> host_offset(layout_.hosts.size());
+  size_t off = 0;
+  for (size_t h = 0; h < layout_.hosts.size(); ++h) {
+    host_offset[h] = off;
+    off += layout_.hosts[h].size() * a.count;
+  }
+  uint8_t* mine = by_host.get() + host_offset[static_cast<size_t>(host)] * es;
+  // In place, a.send already points at this rank's block of a.recv.
+  WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::gather, a, a.send, mine, a.count, 0)));
+  if (leader()) {
+    CollectiveArgs g = make_args(OpKind::allgatherv, a, mine, by_host.get(), L * a.count);
+    for (size_t h = 0; h < layout_.hosts.size(); ++h) {
+      g.recv_counts.push_back(layout_.hosts[h].size() * a.count);
+      g.recv_displs.push_back(host_offset[h]);
+    }
+    // In place: this leader's host block already sits at its displacement.
+    WEFT_RETURN_IF_ERROR(on_cross(g));
+    uint8_t* out = static_cast<uint8_t*>(a.recv);
+    for (size_t r = 0; r < n; ++r) {
+      const size_t h = static_cast<size_t>(layout_.host_of[r]);
+      const size_t li = static_cast<size_t>(layout_.local_index[r]);
+      if (block > 0) std::memcpy(out + r * block, by_host.get() + (host_offset[h] + li * a.count) * es, block);
+    }
+  }
+  return on_local(make_args(OpKind::broadcast, a, a.recv, a.recv, n * a.count, 0));
+}
+
+Status Hierarchy::reduce_scatter(const CollectiveArgs& a, BufferPool& pool) {
+  const size_t es = a.elem_size();
+  const size_t n = layout_.host_of.size();
+  const auto& members = layout_.hosts[static_cast<size_t>(layout_.host_of[static_cast<size_t>(rank_)])];
+  const size_t total = n * a.count;
+  Scratch sum(pool, total * es);
+  Scratch packed(pool, members.size() * a.count * es);
+  WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::reduce, a, a.send, sum.get(), total, 0)));
+  if (leader()) {
+    WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allreduce, a, sum.get(), sum.get(), total)));
+    // This host's blocks, in local order.
+    for (size_t i = 0; i < members.size(); ++i) {
+      const size_t r = static_cast<size_t>(members[i]);
+      if (a.count > 0) {
+        std::memcpy(packed.get() + i * a.count * es, sum.get() + r * a.count * es, a.count * es);
+      }
+    }
+  }
+  return on_local(make_args(OpKind::scatter, a, packed.get(), a.recv, a.count, 0));
+}
+
+}  // namespace weft

@@ -1,0 +1,196 @@
+// Hierarchical collectives: ranks as threads with host ids that split them into pretend hosts
+// (2 hosts x 2 ranks, the same interleaved, 3 hosts with 1, 2 and 3 ranks, 2 x 3). Every dtype
+// and op of allreduce, reduce_scatter, allgather and broadcast (every root), in and out of place,
+// at counts that are 0, tiny, not divisible by the ranks per host and divisible (the slice path),
+// must match the reference; the flight record must show that the hierarchy ran them.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "multirank/comm_harness.h"
+#include "multirank/data.h"
+
+namespace weft {
+namespace {
+
+using harness::close_enough;
+using harness::input_value;
+using harness::load;
+using harness::reference;
+using harness::store;
+
+struct Layout {
+  const char* name;
+  std::vector<std::string> hosts;  // host id of each rank
+};
+
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> v = {
+      {"2x2", {"a", "a", "b", "b"}},
+      {"2x2_interleaved", {"a", "b", "a", "b"}},
+      {"1_2_3", {"a", "b", "b", "c", "c", "c"}},
+      {"2x3", {"a", "b", "a", "b", "a", "b"}},
+  };
+  return v;
+}
+
+// Runs fn on one thread per rank of `layout`, each on its pretend host.
+void run_layout(const Layout& layout, const std::function<void(Communicator&)>& fn) {
+  auto store_ptr = make_memory_store();
+  const int n = static_cast<int>(layout.hosts.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Options o = testing::test_options();
+      o.rank = r;
+      o.size = n;
+      o.host_id = std::string("hier-") + layout.hosts[static_cast<size_t>(r)];
+      o.timeout = std::chrono::seconds(30);
+      auto comm = Communicator::create(o, store_ptr);
+      ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status().to_string();
+      fn(*comm.value());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+std::vector<size_t> counts_for(const Layout& l) {
+  (void)l;
+  return {0, 1, 7, 12 * 37, 1200};  // 444 and 1200 divide by 2 and 3 (the slice path)
+}
+
+class Hierarchy : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(Hierarchy, AllreduceEveryDtypeAndOp) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  run_layout(layout, [&](Communicator& c) {
+    const int r = c.rank();
+    for (DataType t : harness::all_dtypes()) {
+      for (ReduceOp op : harness::ops_for(t)) {
+        for (size_t count : counts_for(layout)) {
+          if (count > 7 && !harness::representative(t, op)) continue;
+          for (bool in_place : {false, true}) {
+            SCOPED_TRACE(fmt::format("{} {} count {} {}", to_string(t), to_string(op), count,
+                                     in_place ? "in place" : "out of place"));
+            const size_t es = dtype_size(t);
+            std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+            for (size_t i = 0; i < count; ++i) store(t, in.data(), i, input_value(r, i, t, op));
+            void* dst = in_place ? in.data() : out.data();
+            ASSERT_TRUE(c.allreduce(in.data(), dst, count, t, op).ok());
+            for (size_t i = 0; i < count; ++i) {
+              const double want =
+                  reference(t, op, n, [&](int p) { return input_value(p, i, t, op); });
+              ASSERT_TRUE(close_enough(t, load(t, dst, i), want))
+                  << "element " << i << " got " << load(t, dst, i) << " want " << want;
+            }
+          }
+        }
+      }
+    }
+    auto record = nlohmann::json::parse(c.flight_record_json());
+    ASSERT_FALSE(record["entries"].empty());
+    EXPECT_EQ(record["entries"].back()["algorithm"], "hierarchical");
+  });
+}
+
+TEST_P(Hierarchy, ReduceScatterEveryDtype) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  run_layout(layout, [&](Communicator& c) {
+    const int r = c.rank();
+    for (DataType t : harness::all_dtypes()) {
+      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{300}}) {
+          for (bool in_place : {false, true}) {
+            SCOPED_TRACE(fmt::format("{} {} count {} {}", to_string(t), to_string(op), count,
+                                     in_place ? "in place" : "out of place"));
+            const size_t es = dtype_size(t);
+            std::vector<uint8_t> in(n * count * es + 1), out(count * es + 1);
+            for (size_t i = 0; i < n * count; ++i) store(t, in.data(), i, input_value(r, i, t, op));
+            void* dst = in_place ? in.data() + static_cast<size_t>(r) * count * es : out.data();
+            ASSERT_TRUE(c.reduce_scatter(in.data(), dst, count, t, op).ok());
+            for (size_t i = 0; i < count; ++i) {
+              const size_t gi = static_cast<size_t>(r) * count + i;
+              const double want =
+                  reference(t, op, n, [&](int p) { return input_value(p, gi, t, op); });
+              ASSERT_TRUE(close_enough(t, load(t, dst, i), want)) << "element " << i;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRoot) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  run_layout(layout, [&](Communicator& c) {
+    const int r = c.rank();
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}}) {
+      for (bool in_place : {false, true}) {
+        SCOPED_TRACE(fmt::format("allgather count {} {}", count, in_place ? "in place" : "out of place"));
+        std::vector<int32_t> all(n * count + 1, -1), mine(count + 1);
+        for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(1000 * r + i);
+        const void* send = mine.data();
+        if (in_place) {
+          std::copy(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(count),
+                    all.begin() + static_cast<std::ptrdiff_t>(r * count));
+          send = all.data() + r * count;
+        }
+        ASSERT_TRUE(c.allgather(send, all.data(), count, DataType::int32).ok());
+        for (int p = 0; p < n; ++p) {
+          for (size_t i = 0; i < count; ++i) {
+            ASSERT_EQ(all[p * count + i], static_cast<int32_t>(1000 * p + i)) << p << " " << i;
+          }
+        }
+      }
+    }
+    for (int root = 0; root < n; ++root) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{777}}) {
+        SCOPED_TRACE(fmt::format("broadcast root {} count {}", root, count));
+        std::vector<double> b(count, r == root ? 0.5 + root : -1.0);
+        ASSERT_TRUE(c.broadcast(b.data(), count, DataType::fp64, root).ok());
+        for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], 0.5 + root);
+      }
+    }
+    auto record = nlohmann::json::parse(c.flight_record_json());
+    EXPECT_EQ(record["entries"].back()["algorithm"], "hierarchical");
+  });
+}
+
+TEST_P(Hierarchy, ForcedFlatAlgorithmBypassesIt) {
+  const Layout& layout = GetParam();
+  auto store_ptr = make_memory_store();
+  const int n = static_cast<int>(layout.hosts.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Options o = testing::test_options();
+      o.rank = r;
+      o.size = n;
+      o.host_id = std::string("flat-") + layout.hosts[static_cast<size_t>(r)];
+      o.set_algorithm(OpKind::allreduce, Algorithm::ring);
+      auto comm = Communicator::create(o, store_ptr);
+      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
+      std::vector<float> v(100, 1.0f);
+      ASSERT_TRUE(comm.value()->allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+      EXPECT_EQ(v[99], static_cast<float>(n));
+      auto record = nlohmann::json::parse(comm.value()->flight_record_json());
+      EXPECT_EQ(record["entries"].back()["algorithm"], "ring");
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, Hierarchy, ::testing::ValuesIn(layouts()),
+                         [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace weft

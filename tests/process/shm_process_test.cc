@@ -1,0 +1,99 @@
+// The shared-memory transport with real processes: nothing left in /dev/shm after a job, even one
+// whose rank was killed; leftovers of a job killed during set-up are removed by the next job; a
+// /dev/shm too small for the segments is a clear error saying how big it is and what is needed.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <string>
+
+#include "process/tool_process.h"
+
+namespace weft::test {
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// weft segments in /dev/shm whose creating process is gone (what a leak looks like; segments of
+// jobs running concurrently have live creators).
+std::set<std::string> dead_weft_segments() {
+  std::set<std::string> out;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* e = ::readdir(dir)) {
+    unsigned long long token = 0;
+    int rank = 0, pid = 0;
+    if (std::sscanf(e->d_name, "weft-%16llx-%d-%d", &token, &rank, &pid) != 3) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) out.insert(e->d_name);
+  }
+  ::closedir(dir);
+  return out;
+}
+
+// A pid that is not running (a child that has exited and been reaped).
+int dead_pid() {
+  pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+TEST(ShmProcessTest, NothingIsLeftInDevShmAfterACleanJobOrAKilledRank) {
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
+  auto ok = run_tool({"run", "-n", "3", "--timeout", "60", WEFT_CHILD_PATH, "-1", "50"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_TRUE(dead_weft_segments().empty());
+  auto killed = run_tool(
+      {"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "1", "400", "kill"});
+  ::unsetenv("WEFT_TRANSPORT");
+  EXPECT_NE(killed.exit_code, 0);
+  // The survivors failed naming the dead rank instead of hanging in shared memory.
+  EXPECT_TRUE(contains(killed.out, "peer lost")) << killed.out;
+  EXPECT_TRUE(contains(killed.out, "rank 1")) << killed.out;
+  EXPECT_TRUE(dead_weft_segments().empty());
+}
+
+TEST(ShmProcessTest, LeftoversOfAKilledSetUpAreRemovedByTheNextJob) {
+  const std::string name = "/weft-00000000deadbeef-0-" + std::to_string(dead_pid());
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  ASSERT_EQ(dead_weft_segments().count(name.substr(1)), 1u);
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
+  auto r = run_tool({"run", "-n", "2", "--timeout", "60", WEFT_CHILD_PATH, "-1", "5"});
+  ::unsetenv("WEFT_TRANSPORT");
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(dead_weft_segments().count(name.substr(1)), 0u);
+  ::shm_unlink(name.c_str());
+}
+
+TEST(ShmProcessTest, TooSmallDevShmIsAClearError) {
+  // A private /dev/shm of 256 KiB needs a mount namespace (root, unshare).
+  if (std::system("unshare -m true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "cannot create a mount namespace here (unshare -m)";
+  }
+  const std::string tool = WEFT_TOOL_PATH;
+  const std::string script = "mount -t tmpfs -o size=256k tmpfs /dev/shm && exec " + tool +
+                             " run -n 4 --timeout 60 " + WEFT_CHILD_PATH + " -1 5";
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
+  auto r = run_tool({"run", "-n", "1", "--timeout", "90", "--", "unshare", "-m", "sh", "-c", script});
+  ::unsetenv("WEFT_TRANSPORT");
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_TRUE(contains(all, "/dev/shm is too small")) << all;
+  EXPECT_TRUE(contains(all, "MiB for its segment")) << all;
+  EXPECT_TRUE(contains(all, "free of 0.2 MiB")) << all;
+}
+
+}  // namespace
+}  // namespace weft::test
