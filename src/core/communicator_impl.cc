@@ -437,7 +437,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int
     if (members[i].second == rank()) o.rank = static_cast<int>(i);
   }
   auto child_store = make_prefix_store(fmt::format("split{}/color{}", split_id, color), store_);
-  return create(o, std::move(child_store), nullptr);
+  return create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

@@ -50,6 +50,7 @@ TEST(OptionsNames, AlgorithmsAndTransportsRoundTrip) {
   EXPECT_EQ(parse_algorithm("rings"), std::nullopt);
   EXPECT_STREQ(to_string(TransportKind::automatic), "auto");
   EXPECT_STREQ(to_string(TransportKind::tcp), "tcp");
+  EXPECT_STREQ(to_string(TransportKind::shm), "shm");
 }
 
 TEST(OptionsSupport, MatchesTheAlgorithmTable) {
@@ -86,6 +87,11 @@ TEST(OptionsApply, AcceptsEnvNamesAndJsonKeys) {
   EXPECT_EQ(o.size, 8);
   ASSERT_TRUE(o.apply("WEFT_TRANSPORT", "TCP").ok());
   EXPECT_EQ(o.transport, TransportKind::tcp);
+  ASSERT_TRUE(o.apply("WEFT_TRANSPORT", "shm").ok());
+  EXPECT_EQ(o.transport, TransportKind::shm);
+  ASSERT_TRUE(o.apply("shm_ring_bytes", "256K").ok());
+  EXPECT_EQ(o.shm_ring_bytes, size_t{256} << 10);
+  ASSERT_TRUE(o.apply("WEFT_TRANSPORT", "TCP").ok());
   ASSERT_TRUE(o.apply("WEFT_IFACE", " eth0 ").ok());
   EXPECT_EQ(o.interface, "eth0");
   ASSERT_TRUE(o.apply("host_id", "node-7").ok());
@@ -147,7 +153,7 @@ TEST(OptionsApply, RejectsBadValuesAndUnknownKeysWithSuggestions) {
   Status s = o.apply("WEFT_ALGO_BROADCAST", "pairwise");
   EXPECT_EQ(s.message(),
             "WEFT_ALGO_BROADCAST=pairwise: pairwise does not implement broadcast (choose one of: "
-            "ring, binomial, direct)");
+            "ring, binomial, direct, hierarchical)");
   s = o.apply("WEFT_CHUNK_BYTE", "1M");
   EXPECT_EQ(s.code(), ErrorCode::not_found);
   EXPECT_NE(s.message().find("did you mean WEFT_CHUNK_BYTES?"), std::string::npos) << s.message();
@@ -205,9 +211,11 @@ TEST(OptionsValidate, AcceptsDefaultsAndRejectsEachBadValue) {
       {[](Options& o) { o.connect_timeout = milliseconds(-1); }, "connect_timeout"},
       {[](Options& o) { o.eager_threshold = o.eager_credit_bytes + 1; }, "eager_threshold="},
       {[](Options& o) { o.log_level = "chatty"; }, "log_level=chatty"},
+      {[](Options& o) { o.shm_ring_bytes = 32 << 10; }, "shm_ring_bytes=32KiB"},
+      {[](Options& o) { o.shm_ring_bytes = (1 << 20) + 100; }, "shm_ring_bytes=1048676"},
       {[](Options& o) { o.set_algorithm(OpKind::broadcast, Algorithm::pairwise); },
        "WEFT_ALGO_BROADCAST=pairwise: pairwise does not implement broadcast (choose one of: ring, "
-       "binomial, direct)"},
+       "binomial, direct, hierarchical)"},
       {[](Options& o) { o.set_algorithm(OpKind::send, Algorithm::direct); }, "WEFT_ALGO_SEND"},
   };
   for (const auto& [mutate, expected] : cases) {
