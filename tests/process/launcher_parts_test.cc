@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include "tools/launcher/job_report.h"
 #include "tools/launcher/line_relay.h"
 #include "tools/launcher/rank_layout.h"
 
@@ -71,6 +74,35 @@ TEST(LineRelayTest, JoinsPartialLinesAndPrefixesEach) {
             "[7] hello\n[7] world\n[7] \n[7] end\n");
   EXPECT_EQ(relay_through_pipe(0, {}), "");
   EXPECT_EQ(relay_through_pipe(12, {"a\n"}), "[12] a\n");
+}
+
+}  // namespace
+}  // namespace weft::launcher
+
+namespace weft::launcher {
+namespace {
+
+TEST(JobReportTest, ARankThatDiedOfASignalTheLauncherDidNotSendEndedOnItsOwn) {
+  JobEnd end;
+  end.cause = EndCause::rank_failed;
+  end.detail = 0;
+  std::vector<RankOutcome> outcomes(3);
+  for (auto& o : outcomes) o.started = true;
+  outcomes[0].exit = ExitInfo{false, 7, 0, false};
+  // Rank 1 was SIGKILLed by someone else while the launcher sent SIGTERM.
+  outcomes[1].stopped_by_launcher = true;
+  outcomes[1].signals_sent = uint64_t{1} << SIGTERM;
+  outcomes[1].exit = ExitInfo{true, 0, SIGKILL, false};
+  // Rank 2 died of the launcher's SIGTERM.
+  outcomes[2].stopped_by_launcher = true;
+  outcomes[2].signals_sent = uint64_t{1} << SIGTERM;
+  outcomes[2].exit = ExitInfo{true, 0, SIGTERM, false};
+  const std::string s = format_summary(outcomes, end);
+  EXPECT_NE(s.find("rank 0: exit 7\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 1: killed by signal 9 (SIGKILL)\n"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 2: terminated by launcher after rank 0 failed: killed by signal 15"),
+            std::string::npos)
+      << s;
 }
 
 }  // namespace

@@ -326,6 +326,7 @@ void JobRunner::end_job(EndCause cause, int detail) {
     if (!slot.process || slot.process->reaped()) continue;
     slot.process->signal_group(sig);
     slot.outcome.stopped_by_launcher = true;
+    slot.outcome.signals_sent |= uint64_t{1} << sig;
     ++stopped;
   }
   std::string failure;
@@ -347,6 +348,7 @@ void JobRunner::kill_survivors() {
     if (slot.process && !slot.process->reaped()) {
       slot.process->signal_group(SIGKILL);
       slot.outcome.stopped_by_launcher = true;
+      slot.outcome.signals_sent |= uint64_t{1} << SIGKILL;
     }
   }
 }

@@ -75,7 +75,7 @@ std::string format_summary(const std::vector<RankOutcome>& outcomes, const JobEn
     out += "weft run: rank " + std::to_string(r) + ": ";
     if (!o.started) {
       out += "not started";
-    } else if (o.stopped_by_launcher) {
+    } else if (o.ended_by_launcher()) {
       out += "terminated by launcher " + stop_reason(end);
       if (o.exit) out += ": " + o.exit->describe();
     } else if (o.exit) {

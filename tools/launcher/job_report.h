@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ struct RankOutcome {
   bool started = false;
   std::optional<ExitInfo> exit;      // set once reaped
   bool stopped_by_launcher = false;  // the launcher signalled it while it still ran
+  uint64_t signals_sent = 0;         // bit s: the launcher sent signal s
+  // Stopped by the launcher, and not killed by a signal the launcher did not send (a rank that
+  // died of its own SIGKILL while the launcher was sending SIGTERM ended on its own).
+  bool ended_by_launcher() const {
+    if (!stopped_by_launcher) return false;
+    if (!exit || !exit->signaled) return true;
+    return exit->signal > 0 && exit->signal < 64 && (signals_sent >> exit->signal & 1) != 0;
+  }
 };
 
 // "rank 2 failed (exit 3); terminating 3 other ranks", "timed out after 5 s; terminating all 4
