@@ -56,10 +56,14 @@ inline constexpr size_t record_size(size_t payload) {
 
 // Producer and consumer positions of one ring (bytes since the start, never wrapped).
 struct RingCtl {
-  alignas(64) std::atomic<uint64_t> tail{0};  // written by the producer
-  alignas(64) std::atomic<uint64_t> head{0};  // written by the consumer
-  // The producer found the ring full and waits for the consumer to ring its doorbell.
-  alignas(64) std::atomic<uint32_t> producer_waiting{0};
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the producer after each record
+  // Written by the consumer lazily (every quarter ring, or at once when the producer waits), so
+  // the line rarely moves between the caches; the producer reads it only when its cached copy
+  // says the ring is full.
+  alignas(64) std::atomic<uint64_t> head{0};
+  // The producer found the ring full and waits for the consumer to publish head and ring its
+  // doorbell (on head's line: the consumer reads both together).
+  std::atomic<uint32_t> producer_waiting{0};
 };
 static_assert(sizeof(RingCtl) <= kPage);
 

@@ -92,8 +92,11 @@ struct Peer {
   uint8_t* in = nullptr;
   RingCtl* out_ctl = nullptr;    // ring this rank -> peer (in the peer's segment)
   uint8_t* out = nullptr;
-  uint64_t in_head = 0;          // consumed (published to in_ctl->head)
+  uint64_t in_head = 0;          // consumed
+  uint64_t in_published = 0;     // last value stored to in_ctl->head
+  std::atomic<uint64_t> consumed{0};  // in_head, for work_pending's lock-free look
   uint64_t out_tail = 0;         // produced (published to out_ctl->tail)
+  uint64_t out_head = 0;         // the consumer's head as last read (refreshed when short of room)
   std::deque<OutRec> outq;
   std::vector<Request*> posted;        // receives not yet matched, in posting order
   std::vector<Unexpected> unexpected;  // arrivals not yet matched, in arrival order
@@ -138,6 +141,7 @@ class ShmTransport final : public Transport {
   int progress_all();
   Status progress_peer(Peer& p, int& moved);         // p.mu held
   Status read_ring(Peer& p, int& moved);             // p.mu held
+  void publish_head(Peer& p);                        // p.mu held
   Status on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved);
   Status flush(Peer& p, int& moved);                 // p.mu held
   Status check_peer(Peer& p);                        // p.mu held
@@ -574,9 +578,27 @@ Status ShmTransport::check_peer(Peer& p) {
                             rank_, p.rank, p.pid));
 }
 
+void ShmTransport::publish_head(Peer& p) {
+  if (p.in_published != p.in_head) {
+    p.in_ctl->head.store(p.in_head, std::memory_order_release);
+    p.in_published = p.in_head;
+  }
+  // A producer that waits for room sets the flag, then looks at head again: one of the two
+  // sides sees the other's store (full fences on both).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (p.in_ctl->producer_waiting.load(std::memory_order_relaxed) != 0) {
+    p.in_ctl->producer_waiting.store(0, std::memory_order_relaxed);
+    ring(*p.hdr);
+  }
+}
+
 Status ShmTransport::read_ring(Peer& p, int& moved) {
   const uint64_t tail = p.in_ctl->tail.load(std::memory_order_acquire);
-  if (tail == p.in_head) return Status();
+  if (tail == p.in_head) {
+    // Nothing new; a producer waiting for room needs the (lazily published) head.
+    if (p.in_ctl->producer_waiting.load(std::memory_order_relaxed) != 0) publish_head(p);
+    return Status();
+  }
   auto bad = [&](const std::string& what) {
     return Status(ErrorCode::protocol,
                   fmt::format("rank {}: corrupt shared-memory ring from rank {}: {}", rank_, p.rank, what));
@@ -597,14 +619,15 @@ Status ShmTransport::read_ring(Peer& p, int& moved) {
       WEFT_RETURN_IF_ERROR(on_record(p, rec, p.in + pos + kRecordBytes, moved));
     }
     p.in_head += record_size(rec.len);
-    p.in_ctl->head.store(p.in_head, std::memory_order_release);
+    p.consumed.store(p.in_head, std::memory_order_relaxed);
+    // Give a streaming producer room as it goes (a quarter ring at a time).
+    if (p.in_head - p.in_published >= ring_bytes_ / 4) {
+      p.in_ctl->head.store(p.in_head, std::memory_order_release);
+      p.in_published = p.in_head;
+    }
     ++moved;
   }
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (p.in_ctl->producer_waiting.load(std::memory_order_relaxed) != 0) {
-    p.in_ctl->producer_waiting.store(0, std::memory_order_relaxed);
-    ring(*p.hdr);
-  }
+  if (p.in_ctl->producer_waiting.load(std::memory_order_relaxed) != 0) publish_head(p);
   return Status();
 }
 
@@ -702,12 +725,18 @@ Status ShmTransport::flush(Peer& p, int& moved) {
   bool wrote = false;
   while (!p.outq.empty() && !failed_.load(std::memory_order_relaxed)) {
     OutRec& o = p.outq.front();
-    const uint64_t head = p.out_ctl->head.load(std::memory_order_acquire);
-    const uint64_t free = ring_bytes_ - (p.out_tail - head);
     const uint64_t pos = p.out_tail % ring_bytes_;
     const uint64_t contig = ring_bytes_ - pos;
     size_t len = 0;
     if (o.type == RecordType::eager) len = o.req->bytes;
+    // The cached head is enough unless it says the record does not fit: then read the real one.
+    if (std::min<uint64_t>(ring_bytes_ - (p.out_tail - p.out_head), contig) <
+        record_size(o.type == RecordType::data ? std::min(o.req->bytes - o.offset, max_chunk_)
+                                               : len)) {
+      p.out_head = p.out_ctl->head.load(std::memory_order_acquire);
+    }
+    const uint64_t head = p.out_head;
+    const uint64_t free = ring_bytes_ - (p.out_tail - head);
     if (o.type == RecordType::data) {
       const size_t left = o.req->bytes - o.offset;
       len = std::min(left, max_chunk_);
@@ -731,7 +760,9 @@ Status ShmTransport::flush(Peer& p, int& moved) {
       // done so before seeing the flag).
       p.out_ctl->producer_waiting.store(1, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (p.out_ctl->head.load(std::memory_order_relaxed) != head) continue;
+      p.out_head = p.out_ctl->head.load(std::memory_order_relaxed);
+      if (p.out_head != head) continue;
+      nudge(*p.hdr);  // a sleeping consumer must wake to publish its head
       break;
     }
     Record rec;
@@ -780,8 +811,8 @@ bool ShmTransport::work_pending() const {
   for (const auto& peer : peers_) {
     const Peer& p = *peer;
     if (p.hdr == nullptr) continue;
-    if (p.in_ctl->tail.load(std::memory_order_acquire) !=
-        p.in_ctl->head.load(std::memory_order_relaxed)) {
+    if (p.in_ctl->tail.load(std::memory_order_acquire) != p.consumed.load(std::memory_order_relaxed) ||
+        p.in_ctl->producer_waiting.load(std::memory_order_acquire) != 0) {
       return true;
     }
     if (p.hdr->state.load(std::memory_order_acquire) != kRunning || p.gone.load()) return true;
