@@ -26,11 +26,15 @@ std::string format_duration(std::chrono::milliseconds d) {
 
 Context::Context(Transport& transport, const Options& options, const Fingerprint& fp,
                  BufferPool& pool)
+    : Context(transport, options, fp, pool, Clock::now()) {}
+
+Context::Context(Transport& transport, const Options& options, const Fingerprint& fp,
+                 BufferPool& pool, Clock::time_point start)
     : transport_(transport),
       options_(options),
       fp_(fp),
       pool_(pool),
-      start_(Clock::now()),
+      start_(start),
       deadline_(deadline_after(start_, options.timeout)) {}
 
 Context::~Context() {

@@ -56,6 +56,9 @@ class Context {
 
   Context(Transport& transport, const Options& options, const Fingerprint& fp,
           BufferPool& pool);
+  // `start`: when the operation started (its timeout counts from there), if the caller has it.
+  Context(Transport& transport, const Options& options, const Fingerprint& fp, BufferPool& pool,
+          Clock::time_point start);
   ~Context();  // fails the transport if requests are still pending (an algorithm bug or error)
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;

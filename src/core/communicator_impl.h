@@ -71,6 +71,9 @@ class CommunicatorImpl {
     uint32_t tag = 0;
     std::shared_ptr<WorkImpl> work;
     uint64_t record = 0;  // flight recorder entry
+    // When it started if it runs inline at submission (then it is the queueing time); unset when
+    // it waited in the queue.
+    std::chrono::steady_clock::time_point started{};
   };
 
   CommunicatorImpl() = default;

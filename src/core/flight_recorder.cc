@@ -46,10 +46,16 @@ void FlightRecorder::mark_running(uint64_t id, FlightEntry::Clock::time_point st
 
 void FlightRecorder::mark_ended(uint64_t id, const Status& status) {
   if (id == 0) return;
+  mark_ended(id, status, FlightEntry::Clock::now());
+}
+
+void FlightRecorder::mark_ended(uint64_t id, const Status& status,
+                                FlightEntry::Clock::time_point ended) {
+  if (id == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (FlightEntry* e = find(id)) {
     e->state = status.ok() ? FlightEntry::State::done : FlightEntry::State::failed;
-    e->ended = FlightEntry::Clock::now();
+    e->ended = ended;
     if (!status.ok()) e->error = status.to_string();
   }
 }

@@ -52,6 +52,7 @@ class FlightRecorder {
   uint64_t add(FlightEntry&& entry);
   void mark_running(uint64_t id, FlightEntry::Clock::time_point started);
   void mark_ended(uint64_t id, const Status& status);
+  void mark_ended(uint64_t id, const Status& status, FlightEntry::Clock::time_point ended);
 
   // The entries still held, oldest first, point-to-point states resolved.
   std::vector<FlightEntry> snapshot() const;

@@ -2,9 +2,9 @@
 
 namespace weft {
 
-void WorkImpl::finish(Status st) {
+void WorkImpl::finish(Status st, Clock::time_point end) {
   status_ = std::move(st);
-  end_ = Clock::now();
+  end_ = end;
   completion_.begin_notify();
   done_.store(true, std::memory_order_release);
   completion_.notify();
@@ -30,10 +30,10 @@ Status WorkImpl::status() const {
 }
 
 Status WorkImpl::wait(std::chrono::milliseconds timeout) {
-  auto now = Clock::now();
+  if (!p2p_ && done_.load(std::memory_order_acquire)) return status_;  // the blocking case
   auto user_deadline = timeout == std::chrono::milliseconds::max() || timeout.count() < 0
                            ? Clock::time_point::max()
-                           : now + timeout;
+                           : Clock::now() + timeout;
   while (true) {
     uint32_t gen = completion_.generation();
     if (test()) break;

@@ -30,7 +30,11 @@ class WorkImpl final : public Work {
 
   // Collective side.
   void mark_started() { start_ = Clock::now(); }
-  void finish(Status st);
+  void mark_started(Clock::time_point t) { start_ = t; }
+  void finish(Status st) { finish(std::move(st), Clock::now()); }
+  // Reading the clock costs tens of nanoseconds on the VMs weft runs on: callers that already
+  // hold the time pass it.
+  void finish(Status st, Clock::time_point end);
 
   // Point-to-point side: the request lives here; arm() before posting it.
   Request& request() { return req_; }
