@@ -151,6 +151,8 @@ class ShmTransport final : public Transport {
   Request* take_posted(Peer& p, uint64_t tag);
   // p.mu held: matches r with the parked message at `index` (removing it).
   void match_unexpected(Peer& p, Request* r, size_t index);
+  // p.mu held: parks an arrival (counted in parked_collective_ when it belongs to a collective).
+  void park(Peer& p, const Unexpected& u);
   void post_recv_any(Request* r);
   void send_self(Request* r);
   void return_credits(Peer& p, size_t bytes);
@@ -183,6 +185,7 @@ class ShmTransport final : public Transport {
 
   std::mutex fp_mu_;
   Fingerprint current_;
+  std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
 
   std::mutex any_mu_;
   std::vector<Request*> any_posted_;
@@ -354,7 +357,7 @@ void ShmTransport::send_self(Request* r) {
         u.data = static_cast<uint8_t*>(pool_.acquire(r->bytes));
         std::memcpy(u.data, r->buf, r->bytes);
       }
-      p.unexpected.push_back(u);
+      park(p, u);
     }
   }
   complete(r, Status());
@@ -429,9 +432,15 @@ Request* ShmTransport::take_posted(Peer& p, uint64_t tag) {
   return r;
 }
 
+void ShmTransport::park(Peer& p, const Unexpected& u) {
+  p.unexpected.push_back(u);
+  if (!is_p2p(u.tag)) parked_collective_.fetch_add(1, std::memory_order_acq_rel);
+}
+
 void ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
   Unexpected u = p.unexpected[index];
   p.unexpected.erase(p.unexpected.begin() + static_cast<std::ptrdiff_t>(index));
+  if (!is_p2p(u.tag)) parked_collective_.fetch_sub(1, std::memory_order_acq_rel);
   Status st = match_check(p, *r, u.bytes, u.fp);
   if (u.type == RecordType::eager) {
     if (st.ok() && u.bytes > 0) std::memcpy(r->buf, u.data, u.bytes);
@@ -493,9 +502,10 @@ void ShmTransport::begin_operation(const Fingerprint& fp) {
     current_ = fp;
   }
   // Messages parked before: checked against the new operation here; later arrivals are checked
-  // against it when they arrive.
+  // against it when they arrive. Usually none is parked: then no peer lock is taken.
   Status st;
   for (auto& p : peers_) {
+    if (parked_collective_.load(std::memory_order_acquire) == 0) break;
     std::lock_guard<std::mutex> lock(p->mu);
     for (const Unexpected& u : p->unexpected) {
       st = check_collective(*p, u.tag, u.fp);
@@ -662,7 +672,7 @@ Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payloa
           u.data = static_cast<uint8_t*>(pool_.acquire(rec.len));
           std::memcpy(u.data, payload, rec.len);
         }
-        p.unexpected.push_back(u);
+        park(p, u);
         return Status();
       }
       Status st = match_check(p, *r, rec.bytes, fp);
@@ -978,7 +988,10 @@ void ShmTransport::fail_locked_out(const Status& status) {
     for (OutRec& o : p.outq) {
       if (o.req != nullptr && o.type != RecordType::rts) reqs.push_back(o.req);
     }
-    for (Unexpected& u : p.unexpected) pool_.release(u.data, u.bytes);
+    for (Unexpected& u : p.unexpected) {
+      pool_.release(u.data, u.bytes);
+      if (!is_p2p(u.tag)) parked_collective_.fetch_sub(1, std::memory_order_acq_rel);
+    }
     p.posted.clear();
     p.rts_pending.clear();
     p.expected.clear();
