@@ -47,6 +47,14 @@ T check(Result<T> r) {
   return std::move(r).value();
 }
 
+// Runs f with the GIL released (it may wait for peers, a store or a lock another Python thread
+// holds) and returns what it returns; results are converted once the GIL is back.
+template <typename F>
+auto without_gil(F&& f) {
+  py::gil_scoped_release nogil;
+  return f();
+}
+
 // A contiguous buffer with its weft dtype and element count.
 struct Buf {
   py::buffer_info info;
@@ -142,14 +150,11 @@ class PyWork {
     }
   }
   void wait(std::optional<double> timeout_s) {
-    Status st;
-    {
-      py::gil_scoped_release nogil;
-      st = timeout_s ? work_->wait(std::chrono::milliseconds(
-                           static_cast<int64_t>(*timeout_s * 1000.0)))
-                     : work_->wait();
-    }
-    check(st);
+    check(without_gil([&] {
+      return timeout_s ? work_->wait(std::chrono::milliseconds(
+                             static_cast<int64_t>(*timeout_s * 1000.0)))
+                       : work_->wait();
+    }));
   }
   bool is_completed() const { return work_->test(); }
   bool is_success() const { return work_->test() && work_->status().ok(); }
@@ -172,19 +177,10 @@ class PyWork {
 template <typename Sync, typename Async>
 py::object run(bool async_op, std::vector<py::object> keep, Sync&& sync, Async&& async) {
   if (async_op) {
-    WorkPtr w;
-    {
-      py::gil_scoped_release nogil;
-      w = async();
-    }
+    WorkPtr w = without_gil(async);
     return py::cast(std::make_unique<PyWork>(std::move(w), std::move(keep)));
   }
-  Status st;
-  {
-    py::gil_scoped_release nogil;
-    st = sync();
-  }
-  check(st);
+  check(without_gil(sync));
   return py::none();
 }
 
@@ -454,12 +450,7 @@ void bind_comm(py::module_& m) {
                   [&] { return c.recv_async(b.ptr(), bytes, peer, tag); });
             }
             int source = -1;
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              st = c.recv(b.ptr(), bytes, peer, tag, &source);
-            }
-            check(st);
+            check(without_gil([&] { return c.recv(b.ptr(), bytes, peer, tag, &source); }));
             return py::int_(source);
           },
           "buf"_a, "peer"_a = kAnySource, "tag"_a = 0, "async_op"_a = false,
@@ -468,19 +459,7 @@ void bind_comm(py::module_& m) {
       .def(
           "split",
           [](Comm& c, int color, int key) {
-            std::unique_ptr<Comm> sub;
-            Status st;
-            {
-              py::gil_scoped_release nogil;
-              auto r = c.split(color, key);
-              if (r.ok()) {
-                sub = std::move(r).value();
-              } else {
-                st = r.status();
-              }
-            }
-            check(st);
-            return CommPtr(sub.release());
+            return CommPtr(check(without_gil([&] { return c.split(color, key); })).release());
           },
           "color"_a, "key"_a = 0,
           "Ranks with the same color form a new communicator, ordered by (key, rank). A negative "
@@ -495,14 +474,7 @@ void bind_comm(py::module_& m) {
       .def(
           "abort", [](Comm& c, const std::string& why) { c.abort(why); },
           "reason"_a = "abort() called from Python")
-      .def("shutdown", [](Comm& c) {
-        Status st;
-        {
-          py::gil_scoped_release nogil;
-          st = c.shutdown();
-        }
-        check(st);
-      });
+      .def("shutdown", [](Comm& c) { check(without_gil([&] { return c.shutdown(); })); });
 }
 
 void bind_store(py::module_& m) {
@@ -517,12 +489,8 @@ void bind_store(py::module_& m) {
       .def(
           "get",
           [](Store& s, const std::string& key, double timeout_s) {
-            Result<std::string> r = Status();
-            {
-              py::gil_scoped_release nogil;
-              r = s.get_string(key, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-            }
-            return py::bytes(check(std::move(r)));
+            const std::chrono::milliseconds timeout(static_cast<int64_t>(timeout_s * 1000));
+            return py::bytes(check(without_gil([&] { return s.get_string(key, timeout); })));
           },
           "key"_a, "timeout"_a = 60.0)
       .def(
@@ -536,11 +504,8 @@ void bind_store(py::module_& m) {
   m.def(
       "TCPStore",
       [](const std::string& host, uint16_t port, double timeout_s) {
-        py::gil_scoped_release nogil;
-        auto r = connect_tcp_store(host, port,
-                                   std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)));
-        py::gil_scoped_acquire gil;
-        return check(std::move(r));
+        const std::chrono::milliseconds timeout(static_cast<int64_t>(timeout_s * 1000));
+        return check(without_gil([&] { return connect_tcp_store(host, port, timeout); }));
       },
       "host"_a, "port"_a, "timeout"_a = 60.0, "A client of a TCP store server (weft store).");
   py::class_<TcpStoreServer>(m, "TCPStoreServer", "A TCP store server running in this process.")
@@ -574,31 +539,15 @@ PYBIND11_MODULE(_weft, m) {
         // Code-level settings first; the environment (WEFT_*, WEFT_CONFIG) overrides them, as
         // everywhere in weft.
         Options o = options_from_kwargs(kwargs, Options());
-        std::unique_ptr<Communicator> comm;
-        Status st;
-        {
-          py::gil_scoped_release nogil;
-          Result<std::unique_ptr<Communicator>> r = Status();
-          if (store) {
-            auto merged = Options::from_env(o);
-            if (merged.ok()) {
-              Options m = merged.value();
-              m.rank = rank.value_or(-1);  // the caller's, not a launcher's
-              m.size = size.value_or(-1);
-              r = Communicator::create(m, store);
-            } else {
-              r = merged.status();
-            }
-          } else {
-            r = Communicator::from_env(o);
-          }
-          if (r.ok()) {
-            comm = std::move(r).value();
-          } else {
-            st = r.status();
-          }
-        }
-        check(st);
+        auto comm = check(without_gil([&]() -> Result<std::unique_ptr<Communicator>> {
+          if (!store) return Communicator::from_env(o);
+          auto merged = Options::from_env(o);
+          if (!merged.ok()) return merged.status();
+          Options m = merged.value();
+          m.rank = rank.value_or(-1);  // the caller's, not a launcher's
+          m.size = size.value_or(-1);
+          return Communicator::create(m, store);
+        }));
         return CommPtr(comm.release());
       },
       "rank"_a = py::none(), "size"_a = py::none(), "store"_a = nullptr,
