@@ -37,4 +37,29 @@ bool fingerprints_compatible(const Fingerprint& sender, const Fingerprint& recei
   return sender == receiver;
 }
 
+Status collective_mismatch(int rank, const Fingerprint& current, int peer, const Fingerprint& remote) {
+  if (remote.seq == current.seq && !fingerprints_compatible(remote, current)) {
+    return Status(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", rank,
+                                                   current.describe(), peer, remote.describe()));
+  }
+  if (remote.seq < current.seq) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} sent a message of {} that rank {} (now in {}) never received: "
+                              "the ranks called different collectives",
+                              peer, remote.describe(), rank, current.describe()));
+  }
+  return Status();
+}
+
+Status receive_mismatch(int rank, const Request& r, int peer, uint64_t bytes,
+                        const Fingerprint& remote) {
+  if (!fingerprints_compatible(remote, r.fp) || bytes != r.bytes) {
+    return Status(ErrorCode::mismatch,
+                  fmt::format("rank {} posted {} expecting {} bytes from rank {}, which sent {} of "
+                              "{} bytes",
+                              rank, r.fp.describe(), r.bytes, peer, remote.describe(), bytes));
+  }
+  return Status();
+}
+
 }  // namespace weft

@@ -46,6 +46,15 @@ struct Fingerprint {
 // True when a message sent under `sender` may be received by a receive posted under `receiver`.
 bool fingerprints_compatible(const Fingerprint& sender, const Fingerprint& receiver);
 
+// Mismatch checks every transport makes, with the same messages. collective_mismatch: a message
+// of collective `remote` from rank `peer` against the collective `current` that rank `rank`
+// runs (messages of later collectives are fine). receive_mismatch: receive `r` posted on `rank`
+// against a message of `bytes` bytes that `peer` sent under `remote`. Ok when they agree.
+struct Request;
+Status collective_mismatch(int rank, const Fingerprint& current, int peer, const Fingerprint& remote);
+Status receive_mismatch(int rank, const Request& r, int peer, uint64_t bytes,
+                        const Fingerprint& remote);
+
 // Tags: collectives use collective_tag(seq, slot); point-to-point user tags use p2p_tag(tag).
 inline constexpr uint64_t kP2pTagBit = 1ull << 63;
 inline constexpr uint64_t collective_tag(uint64_t seq, uint32_t slot) {

@@ -43,11 +43,11 @@ struct NamedTransportFactory {
 };
 
 // A TCP or shared-memory transport plus the BufferPool it needs, which must outlive it.
-class OwningTcpTransport final : public Transport {
+class OwningTransport final : public Transport {
  public:
-  OwningTcpTransport(std::unique_ptr<BufferPool> pool, std::unique_ptr<Transport> inner)
+  OwningTransport(std::unique_ptr<BufferPool> pool, std::unique_ptr<Transport> inner)
       : pool_(std::move(pool)), inner_(std::move(inner)) {}
-  ~OwningTcpTransport() override { inner_.reset(); }
+  ~OwningTransport() override { inner_.reset(); }
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   void post_send(Request* r) override { inner_->post_send(r); }
@@ -67,10 +67,10 @@ class OwningTcpTransport final : public Transport {
   std::unique_ptr<Transport> inner_;
 };
 
-// n TCP transports on loopback, connected through an in-memory store. A small eager threshold
-// and credit budget, and distinct host ids, so rendezvous, credits and striping over 2 sockets
-// per peer are all exercised.
-inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
+// Makes n transports, one thread per rank (set-up is collective), each with its own pool.
+// make_one(rank, store, pool) returns the rank's Result<std::unique_ptr<Transport>>.
+template <typename MakeOne>
+std::vector<std::unique_ptr<Transport>> make_transports(int n, const char* what, MakeOne make_one) {
   auto store = make_memory_store();
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -78,72 +78,63 @@ inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
   std::string error;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      TcpTransportConfig cfg;
-      cfg.rank = r;
-      cfg.size = n;
-      cfg.token = 42;
-      // Every rank "on its own host" (over loopback) so pairs use 2 sockets and stripe.
-      cfg.host_id = "host-" + std::to_string(r);
-      cfg.options.interface = "lo";
-      cfg.options.sockets_per_peer = 2;
-      cfg.options.rank = r;
-      cfg.options.size = n;
-      cfg.options.eager_threshold = 4096;
-      cfg.options.eager_credit_bytes = 64 * 1024;
-      cfg.options.connect_timeout = std::chrono::seconds(30);
       auto pool = std::make_unique<BufferPool>();
-      auto t = make_tcp_transport(cfg, *store, *pool);
+      auto t = make_one(r, *store, *pool);
       std::lock_guard<std::mutex> lock(mu);
       if (!t.ok()) {
         error = t.status().to_string();
         return;
       }
       out[static_cast<size_t>(r)] =
-          std::make_unique<OwningTcpTransport>(std::move(pool), std::move(t.value()));
+          std::make_unique<OwningTransport>(std::move(pool), std::move(t.value()));
     });
   }
   for (auto& t : threads) t.join();
-  if (!error.empty()) throw std::runtime_error("tcp transports: " + error);
+  if (!error.empty()) throw std::runtime_error(std::string(what) + " transports: " + error);
   return out;
+}
+
+// n TCP transports on loopback, connected through an in-memory store. A small eager threshold
+// and credit budget, and distinct host ids, so rendezvous, credits and striping over 2 sockets
+// per peer are all exercised.
+inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
+  return make_transports(n, "tcp", [n](int r, Store& store, BufferPool& pool) {
+    TcpTransportConfig cfg;
+    cfg.rank = r;
+    cfg.size = n;
+    cfg.token = 42;
+    // Every rank "on its own host" (over loopback) so pairs use 2 sockets and stripe.
+    cfg.host_id = "host-" + std::to_string(r);
+    cfg.options.interface = "lo";
+    cfg.options.sockets_per_peer = 2;
+    cfg.options.rank = r;
+    cfg.options.size = n;
+    cfg.options.eager_threshold = 4096;
+    cfg.options.eager_credit_bytes = 64 * 1024;
+    cfg.options.connect_timeout = std::chrono::seconds(30);
+    return make_tcp_transport(cfg, store, pool);
+  });
 }
 
 // n shared-memory transports (threads of this process share the segments like processes would).
 // Small rings, eager threshold and credits, so pads, full rings, rendezvous and credits are all
 // exercised.
 inline std::vector<std::unique_ptr<Transport>> make_shm_transports(int n) {
-  auto store = make_memory_store();
   static std::atomic<uint64_t> next_token{0x5348};
   const uint64_t token = next_token.fetch_add(1) ^ (static_cast<uint64_t>(::getpid()) << 20);
-  std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  std::mutex mu;
-  std::string error;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      ShmTransportConfig cfg;
-      cfg.rank = r;
-      cfg.size = n;
-      cfg.token = token;
-      cfg.options.rank = r;
-      cfg.options.size = n;
-      cfg.options.shm_ring_bytes = 64 * 1024;
-      cfg.options.eager_threshold = 4096;
-      cfg.options.eager_credit_bytes = 64 * 1024;
-      cfg.options.connect_timeout = std::chrono::seconds(30);
-      auto pool = std::make_unique<BufferPool>();
-      auto t = make_shm_transport(cfg, *store, *pool);
-      std::lock_guard<std::mutex> lock(mu);
-      if (!t.ok()) {
-        error = t.status().to_string();
-        return;
-      }
-      out[static_cast<size_t>(r)] =
-          std::make_unique<OwningTcpTransport>(std::move(pool), std::move(t.value()));
-    });
-  }
-  for (auto& t : threads) t.join();
-  if (!error.empty()) throw std::runtime_error("shm transports: " + error);
-  return out;
+  return make_transports(n, "shm", [n, token](int r, Store& store, BufferPool& pool) {
+    ShmTransportConfig cfg;
+    cfg.rank = r;
+    cfg.size = n;
+    cfg.token = token;
+    cfg.options.rank = r;
+    cfg.options.size = n;
+    cfg.options.shm_ring_bytes = 64 * 1024;
+    cfg.options.eager_threshold = 4096;
+    cfg.options.eager_credit_bytes = 64 * 1024;
+    cfg.options.connect_timeout = std::chrono::seconds(30);
+    return make_shm_transport(cfg, store, pool);
+  });
 }
 
 // "local": in-process, small messages eager, large ones rendezvous (like TCP).

@@ -39,18 +39,24 @@ const std::vector<Layout>& layouts() {
   return v;
 }
 
+Options layout_options() {
+  Options o = testing::test_options();
+  o.timeout = std::chrono::seconds(30);
+  return o;
+}
+
 // Runs fn on one thread per rank of `layout`, each on its pretend host.
-void run_layout(const Layout& layout, const std::function<void(Communicator&)>& fn) {
+void run_layout(const Layout& layout, const std::function<void(Communicator&)>& fn,
+                const Options& base = layout_options()) {
   auto store_ptr = make_memory_store();
   const int n = static_cast<int>(layout.hosts.size());
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      Options o = testing::test_options();
+      Options o = base;
       o.rank = r;
       o.size = n;
       o.host_id = std::string("hier-") + layout.hosts[static_cast<size_t>(r)];
-      o.timeout = std::chrono::seconds(30);
       auto comm = Communicator::create(o, store_ptr);
       ASSERT_TRUE(comm.ok()) << "rank " << r << ": " << comm.status().to_string();
       fn(*comm.value());
@@ -167,26 +173,19 @@ TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRoot) {
 
 TEST_P(Hierarchy, ForcedFlatAlgorithmBypassesIt) {
   const Layout& layout = GetParam();
-  auto store_ptr = make_memory_store();
   const int n = static_cast<int>(layout.hosts.size());
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      Options o = testing::test_options();
-      o.rank = r;
-      o.size = n;
-      o.host_id = std::string("flat-") + layout.hosts[static_cast<size_t>(r)];
-      o.set_algorithm(OpKind::allreduce, Algorithm::ring);
-      auto comm = Communicator::create(o, store_ptr);
-      ASSERT_TRUE(comm.ok()) << comm.status().to_string();
-      std::vector<float> v(100, 1.0f);
-      ASSERT_TRUE(comm.value()->allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
-      EXPECT_EQ(v[99], static_cast<float>(n));
-      auto record = nlohmann::json::parse(comm.value()->flight_record_json());
-      EXPECT_EQ(record["entries"].back()["algorithm"], "ring");
-    });
-  }
-  for (auto& t : threads) t.join();
+  Options flat = layout_options();
+  flat.set_algorithm(OpKind::allreduce, Algorithm::ring);
+  run_layout(
+      layout,
+      [&](Communicator& c) {
+        std::vector<float> v(100, 1.0f);
+        ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+        EXPECT_EQ(v[99], static_cast<float>(n));
+        auto record = nlohmann::json::parse(c.flight_record_json());
+        EXPECT_EQ(record["entries"].back()["algorithm"], "ring");
+      },
+      flat);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hierarchy, ::testing::ValuesIn(layouts()),

@@ -472,28 +472,12 @@ void ShmTransport::return_credits(Peer& p, size_t bytes) {
 Status ShmTransport::check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp) {
   if (is_p2p(tag)) return Status();
   std::lock_guard<std::mutex> lock(fp_mu_);
-  if (fp.seq == current_.seq && !fingerprints_compatible(fp, current_)) {
-    return Status(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", rank_,
-                                                   current_.describe(), p.rank, fp.describe()));
-  }
-  if (fp.seq < current_.seq) {
-    return Status(ErrorCode::mismatch,
-                  fmt::format("rank {} sent a message of {} that rank {} (now in {}) never received: "
-                              "the ranks called different collectives",
-                              p.rank, fp.describe(), rank_, current_.describe()));
-  }
-  return Status();
+  return collective_mismatch(rank_, current_, p.rank, fp);
 }
 
 Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes,
                                  const Fingerprint& remote) {
-  if (!fingerprints_compatible(remote, r.fp) || bytes != r.bytes) {
-    return Status(ErrorCode::mismatch,
-                  fmt::format("rank {} posted {} expecting {} bytes from rank {}, which sent {} of "
-                              "{} bytes",
-                              rank_, r.fp.describe(), r.bytes, p.rank, remote.describe(), bytes));
-  }
-  return Status();
+  return receive_mismatch(rank_, r, p.rank, bytes, remote);
 }
 
 void ShmTransport::begin_operation(const Fingerprint& fp) {

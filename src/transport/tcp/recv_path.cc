@@ -243,29 +243,12 @@ Status TcpTransport::process(Peer& p, Connection& c) {
 Status TcpTransport::check_collective(Peer& p, const FrameHeader& h) {
   if (!is_collective(h.tag)) return Status();
   std::lock_guard<std::mutex> lock(fp_mu_);
-  if (h.fp.seq == current_.seq && !fingerprints_compatible(h.fp, current_)) {
-    return Status(ErrorCode::mismatch,
-                  fmt::format("rank {} called {} but rank {} called {}", rank_, current_.describe(),
-                              p.rank, h.fp.describe()));
-  }
-  if (h.fp.seq < current_.seq) {
-    return Status(ErrorCode::mismatch,
-                  fmt::format("rank {} sent a message of {} that rank {} (now in {}) never received: "
-                              "the ranks called different collectives",
-                              p.rank, h.fp.describe(), rank_, current_.describe()));
-  }
-  return Status();
+  return collective_mismatch(rank_, current_, p.rank, h.fp);
 }
 
 Status TcpTransport::match_check(Peer& p, const Request& r, uint64_t bytes,
                                  const Fingerprint& remote) {
-  if (!fingerprints_compatible(remote, r.fp) || bytes != r.bytes) {
-    return Status(ErrorCode::mismatch,
-                  fmt::format("rank {} posted {} expecting {} bytes from rank {}, which sent {} of "
-                              "{} bytes",
-                              rank_, r.fp.describe(), r.bytes, p.rank, remote.describe(), bytes));
-  }
-  return Status();
+  return receive_mismatch(rank_, r, p.rank, bytes, remote);
 }
 
 Status TcpTransport::on_header(Peer& p, Connection& c) {

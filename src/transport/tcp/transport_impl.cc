@@ -84,15 +84,7 @@ void TcpTransport::begin_operation(const Fingerprint& fp) {
       std::lock_guard<std::mutex> lock(p->mu);
       for (Unexpected* u : p->unexpected) {
         if ((u->tag & kP2pTagBit) != 0) continue;
-        if (u->fp.seq == fp.seq && !fingerprints_compatible(u->fp, fp)) {
-          st = Status(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}",
-                                                       rank_, fp.describe(), p->rank, u->fp.describe()));
-        } else if (u->fp.seq < fp.seq) {
-          st = Status(ErrorCode::mismatch,
-                      fmt::format("rank {} sent a message of {} that rank {} (now in {}) never "
-                                  "received: the ranks called different collectives",
-                                  p->rank, u->fp.describe(), rank_, fp.describe()));
-        }
+        st = collective_mismatch(rank_, fp, p->rank, u->fp);
         if (!st.ok()) break;
       }
       if (!st.ok()) break;
