@@ -22,6 +22,7 @@ struct RunArgs {
   double timeout_s = 0;
   double grace_s = 2;
   bool summary = false;
+  int respawn = 0;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
@@ -41,6 +42,7 @@ int run(const RunArgs& args) {
   spec.timeout = to_ms(args.timeout_s);
   spec.grace = to_ms(args.grace_s);
   spec.summary_always = args.summary;
+  spec.respawns = args.respawn;
   return launcher::run_job(spec);
 }
 
@@ -64,6 +66,12 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "Seconds between SIGTERM and SIGKILL when stopping ranks")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--respawn", args->respawn,
+                  "Restart a rank that fails as a new process that joins the running job "
+                  "(WEFT_JOIN=1: Communicator::from_env joins through grow()), at most this many "
+                  "times; the other ranks keep running (they shrink() and grow())")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
   cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")
       ->required();

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "weft/export.h"
 #include "weft/options.h"
@@ -30,6 +31,13 @@
 namespace weft {
 
 class CommunicatorImpl;
+
+// What the ranks of Communicator::agree settled on.
+struct Agreement {
+  uint64_t flag = 0;        // bitwise AND of the flags the ranks in `alive` passed
+  std::vector<int> alive;   // the ranks that took part, in rank order
+  std::vector<int> failed;  // the others: seen dead or silent, or absent until the timeout
+};
 
 // The `peer` of a receive that accepts a message from any rank (as MPI_ANY_SOURCE).
 inline constexpr int kAnySource = -1;
@@ -114,6 +122,38 @@ class WEFT_API Communicator {
   // whose pending operations end too. Returns in bounded time whatever the peers do.
   void abort(const std::string& reason = "abort() called");
 
+  // --- fault tolerance (ULFM-style; see docs/fault-tolerance.md). A rank that dies, or from
+  // which nothing arrives for Options::peer_timeout (stopped, frozen, cut off), is declared
+  // failed: every operation with it ends with ErrorCode::peer_lost naming it, and the others
+  // learn it from the first rank that saw it.
+
+  // Invalidates the communicator on every rank: this rank's pending and later operations end
+  // with ErrorCode::revoked, and so do the other ranks' (they are told through the transport).
+  // Call it when one rank decides the group cannot go on; then shrink().
+  void revoke();
+  // Fault-tolerant agreement (as MPIX_Comm_agree): every rank still alive calls it, and all of
+  // them return the same Agreement: the AND of their flags and who took part. Ranks seen dead or
+  // silent are not waited for; a rank that has not called it within Options::timeout is left
+  // out. Goes through the store, so it works on a broken communicator. A rank the others left
+  // out gets ErrorCode::peer_lost.
+  Result<Agreement> agree(uint64_t flag);
+  // The survivors' communicator: revokes this one, agrees on who is alive, and connects those
+  // ranks anew with dense ranks in the old order (rank 0 of the survivors is the lowest old
+  // rank). Every surviving rank must call it; the data in the callers' buffers is untouched.
+  Result<std::unique_ptr<Communicator>> shrink();
+  // Adds `count` new ranks that call Communicator::join (or start with WEFT_JOIN=1 under
+  // `weft run`): every rank of this (healthy) communicator calls it; they keep their ranks and
+  // the joiners get ranks size()..size()+count-1 in the order they arrived. Waits up to
+  // Options::connect_timeout for the joiners.
+  Result<std::unique_ptr<Communicator>> grow(int count);
+  // A new rank's side of grow(): waits (up to options.connect_timeout) until the members of the
+  // job that uses `store` call grow(), then connects. options.rank and options.size are ignored.
+  static Result<std::unique_ptr<Communicator>> join(const Options& options,
+                                                    std::shared_ptr<Store> store);
+  // How many ranks wait in join() for a grow() (read from the store; not collective, so ranks
+  // that must agree on it should broadcast rank 0's answer).
+  Result<int> pending_joins() const;
+
   // Waits for pending operations, then closes connections. Idempotent; the destructor calls it.
   Status shutdown();
 
@@ -125,6 +165,7 @@ class WEFT_API Communicator {
 
  private:
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
+  static std::unique_ptr<Communicator> adopt(std::unique_ptr<CommunicatorImpl> impl);
   std::unique_ptr<CommunicatorImpl> impl_;
 };
 

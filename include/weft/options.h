@@ -70,6 +70,10 @@ struct WEFT_API Options {
   // Time limits.
   std::chrono::milliseconds timeout{30000};          // per operation
   std::chrono::milliseconds connect_timeout{60000};  // rendezvous and connection set-up
+  // Failure detection: a peer from which nothing (data or heartbeat) arrived for this long is
+  // declared failed (dead, frozen or cut off), and every operation with it ends with
+  // ErrorCode::peer_lost naming it. Heartbeats go every peer_timeout/5 when a link is idle. 0: off.
+  std::chrono::milliseconds peer_timeout{10000};
 
   std::string log_level = "warn";  // trace, debug, info, warn, error, off
 

@@ -27,7 +27,10 @@ enum class ErrorCode : uint8_t {
   protocol,          // a peer sent bytes that are not valid weft frames
   not_found,         // a key or name does not exist
   internal,          // a bug in weft
+  revoked,           // a rank revoked the communicator (Communicator::revoke); shrink() to go on
 };
+// The largest ErrorCode (codes received from peers above it are taken as internal).
+inline constexpr ErrorCode kMaxErrorCode = ErrorCode::revoked;
 
 WEFT_API const char* to_string(ErrorCode code);
 

@@ -129,6 +129,9 @@ Status Options::validate() const {
   }
   if (timeout.count() <= 0) errors.push_back("timeout: must be positive");
   if (connect_timeout.count() <= 0) errors.push_back("connect_timeout: must be positive");
+  if (peer_timeout.count() < 0 || (peer_timeout.count() > 0 && peer_timeout.count() < 50)) {
+    errors.push_back("peer_timeout: 0 (off) or at least 50ms");
+  }
   if (eager_threshold > eager_credit_bytes) {
     errors.push_back(fmt::format("eager_threshold={}: must not exceed eager_credit_bytes={}",
                                  format_size(eager_threshold), format_size(eager_credit_bytes)));
@@ -172,11 +175,12 @@ std::string Options::describe() const {
   return fmt::format(
       "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
       "eager_threshold={} eager_credit_bytes={} reactor_threads={} shm_ring_bytes={} "
-      "interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
+      "interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
       rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
       format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads,
       format_size(shm_ring_bytes), interface,
-      host_id, format_duration(timeout), format_duration(connect_timeout), log_level,
+      host_id, format_duration(timeout), format_duration(connect_timeout),
+      format_duration(peer_timeout), log_level,
       flight_recorder, diag_dir);
 }
 

@@ -19,7 +19,7 @@ namespace {
 // options.
 constexpr std::string_view kLauncherVariables[] = {
     "WEFT_CONFIG",     "WEFT_STORE_ADDR", "WEFT_LOCAL_RANK",     "WEFT_LOCAL_SIZE",
-    "WEFT_HOST_STORE", "WEFT_DEMO_RANKS", "WEFT_SKIP_SANITIZERS"};
+    "WEFT_HOST_STORE", "WEFT_DEMO_RANKS", "WEFT_SKIP_SANITIZERS", "WEFT_JOIN"};
 constexpr std::string_view kSizeUnits = "(units: K/KiB, M/MiB, G/GiB, powers of 1024)";
 
 Status invalid(std::string message) {
@@ -165,6 +165,10 @@ const Setting kSettings[] = {
      [](Options& o, std::string_view v) {
        return assign(parse_duration(v),
                      [&](std::chrono::milliseconds d) { o.connect_timeout = d; });
+     }},
+    {"WEFT_PEER_TIMEOUT", "peer_timeout",
+     [](Options& o, std::string_view v) {
+       return assign(parse_duration(v), [&](std::chrono::milliseconds d) { o.peer_timeout = d; });
      }},
     {"WEFT_FLIGHT_RECORDER", "flight_recorder",
      [](Options& o, std::string_view v) {

@@ -14,6 +14,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::protocol: return "protocol error";
     case ErrorCode::not_found: return "not found";
     case ErrorCode::internal: return "internal error";
+    case ErrorCode::revoked: return "revoked";
   }
   return "unknown error";
 }

@@ -6,6 +6,9 @@
 #include "base/log.h"
 #include "rendezvous/bootstrap.h"
 
+#include <cstdlib>
+#include <string_view>
+
 namespace weft {
 namespace {
 
@@ -47,9 +50,23 @@ Result<std::unique_ptr<Communicator>> Communicator::from_env(const Options& base
   if (o.rank < 0) o.rank = launch->rank;
   if (o.size < 0) o.size = launch->size;
   if (o.host_id.empty()) o.host_id = launch->host_id;
+  const char* join_env = std::getenv("WEFT_JOIN");
+  const bool joining = join_env != nullptr && std::string_view(join_env) == "1";
+  if (joining && launch->host_store) {
+    return Status(ErrorCode::invalid_argument,
+                  "WEFT_JOIN=1: a joining rank cannot host the store; run the store outside the "
+                  "ranks (weft run or weft store)");
+  }
   std::unique_ptr<TcpStoreServer> server;
   auto store = open_launch_store(launch.value(), o.connect_timeout, &server);
   if (!store.ok()) return store.status();
+  if (joining) {
+    auto joined = CommunicatorImpl::join(o, std::move(store.value()));
+    if (!joined.ok()) return joined.status();
+    log::info("rank {}: joined a running job of {} ranks", joined.value()->rank(),
+              joined.value()->size());
+    return adopt(std::move(joined.value()));
+  }
   auto impl = CommunicatorImpl::create(o, std::move(store.value()), std::move(server));
   if (!impl.ok()) return impl.status();
   if (o.rank == 0) log::info("launched by {}", launch->rule);
@@ -199,5 +216,32 @@ void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 Status Communicator::shutdown() { return impl_->shutdown(); }
 
 std::string Communicator::flight_record_json() const { return impl_->flight_record_json(); }
+
+namespace {
+
+Result<std::unique_ptr<Communicator>> wrap(Result<std::unique_ptr<CommunicatorImpl>> impl,
+                                           std::unique_ptr<Communicator> (*make)(
+                                               std::unique_ptr<CommunicatorImpl>)) {
+  if (!impl.ok()) return impl.status();
+  return make(std::move(impl.value()));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::adopt(std::unique_ptr<CommunicatorImpl> impl) {
+  return std::unique_ptr<Communicator>(new Communicator(std::move(impl)));
+}
+
+void Communicator::revoke() { impl_->revoke(); }
+Result<Agreement> Communicator::agree(uint64_t flag) { return impl_->agree(flag); }
+Result<std::unique_ptr<Communicator>> Communicator::shrink() { return wrap(impl_->shrink(), &adopt); }
+Result<std::unique_ptr<Communicator>> Communicator::grow(int count) {
+  return wrap(impl_->grow(count), &adopt);
+}
+Result<std::unique_ptr<Communicator>> Communicator::join(const Options& options,
+                                                         std::shared_ptr<Store> store) {
+  return wrap(CommunicatorImpl::join(options, std::move(store)), &adopt);
+}
+Result<int> Communicator::pending_joins() const { return impl_->pending_joins(); }
 
 }  // namespace weft

@@ -135,10 +135,44 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     if (!h.ok()) return h.status();
     c->hierarchy_ = std::move(h.value());
   }
+  c->root_store_ = c->store_;
+  c->start_watchdog();
   return c;
 }
 
 CommunicatorImpl::~CommunicatorImpl() { (void)shutdown(); }
+
+void CommunicatorImpl::start_watchdog() {
+  if (options_.peer_timeout.count() <= 0 || size() < 2) return;
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+void CommunicatorImpl::stop_watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void CommunicatorImpl::watchdog_loop() {
+  const auto period = std::clamp<std::chrono::milliseconds>(
+      options_.peer_timeout / 5, std::chrono::milliseconds(10), std::chrono::milliseconds(2000));
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock, period, [&] { return watch_stop_; })) {
+    lock.unlock();
+    if (broken().ok()) {
+      Status st = transport_->heartbeat(std::chrono::steady_clock::now(), options_.peer_timeout);
+      if (!st.ok()) {
+        const bool first = broken().ok();
+        set_broken(st);
+        if (first) dump_flight_record(st);
+      }
+    }
+    lock.lock();
+  }
+}
 
 std::shared_ptr<WorkImpl> CommunicatorImpl::failed_work(Status st) {
   auto w = std::make_shared<WorkImpl>();
@@ -451,7 +485,9 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int
     if (members[i].second == rank()) o.rank = static_cast<int>(i);
   }
   auto child_store = make_prefix_store(fmt::format("split{}/color{}", split_id, color), store_);
-  return create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_);
+  auto child = create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_);
+  if (child.ok()) child.value()->root_store_ = root_store_;
+  return child;
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {
@@ -469,6 +505,7 @@ Status CommunicatorImpl::shutdown() {
     cv_.notify_all();
   }
   if (executor_.joinable()) executor_.join();
+  stop_watchdog();
   Status result = broken();
   if (hierarchy_) {
     hierarchy_->shutdown();

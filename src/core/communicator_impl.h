@@ -20,6 +20,7 @@
 #include "core/work_impl.h"
 #include "runtime/buffer_pool.h"
 #include "transport/transport.h"
+#include "weft/communicator.h"
 #include "weft/options.h"
 #include "weft/store.h"
 
@@ -59,6 +60,16 @@ class CommunicatorImpl {
   // This rank's recent operations as JSON (FlightRecorder::to_json).
   std::string flight_record_json() const;
 
+  // Fault tolerance (contracts in weft/communicator.h). agree, shrink and grow go through the
+  // store, so they work on a communicator whose transport has failed.
+  void revoke();
+  Result<Agreement> agree(uint64_t flag);
+  Result<std::unique_ptr<CommunicatorImpl>> shrink();
+  Result<std::unique_ptr<CommunicatorImpl>> grow(int count);
+  static Result<std::unique_ptr<CommunicatorImpl>> join(const Options& options,
+                                                        std::shared_ptr<Store> store);
+  Result<int> pending_joins() const;
+
  private:
   struct Op {
     bool p2p = false;
@@ -88,6 +99,15 @@ class CommunicatorImpl {
   // briefly for the other ranks' reports and returns `st` with who is behind, e.g.
   // "...; rank 3 has not entered allreduce #812 (ranks 0-2,4-7 waiting in it since 31.2 s)".
   Status explain_timeout(const Status& st, const Fingerprint& fp);
+  // Sends heartbeats and checks the peers' every peer_timeout/5 (see Transport::heartbeat).
+  void watchdog_loop();
+  void start_watchdog();
+  void stop_watchdog();
+  // The agreement behind agree() and shrink(); `what` names the call in errors.
+  Result<Agreement> agree_through_store(uint64_t flag, const char* what);
+  // Rank 0 of grow(): waits for `count` joiners and hands them their ranks; returns the prefix
+  // (under root_store_) of the grown communicator's store.
+  Result<std::string> admit_joiners(int count, uint64_t grow_id);
 
   Options options_;
   std::shared_ptr<Store> store_;
@@ -96,7 +116,12 @@ class CommunicatorImpl {
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Hierarchy> hierarchy_;  // when the job spans hosts (see create)
+  // The store of the communicator this one descends from (split, shrink, grow): joiners meet
+  // there (keys weft-join/...).
+  std::shared_ptr<Store> root_store_;
   uint64_t split_count_ = 0;  // caller order; collective like split itself
+  uint64_t ft_epoch_ = 0;     // agree and shrink calls, in caller order
+  uint64_t grow_count_ = 0;   // grow calls, in caller order
   uint64_t token_ = 0;        // this communicator's id, agreed at creation
   int machine_ranks_ = 1;     // ranks of the job on this machine
 
@@ -109,6 +134,10 @@ class CommunicatorImpl {
   Status broken_;
   std::thread executor_;
   bool shut_down_ = false;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool watch_stop_ = false;  // watch_mu_
+  std::thread watchdog_;
   // Point-to-point Works whose request the transport may still hold: kept alive until done even
   // if the caller drops its handle.
   std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_;

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "runtime/completion.h"
 #include "weft/status.h"
@@ -139,6 +140,19 @@ class Transport {
   virtual void fail(const Status& status) = 0;
   // The first error that broke this transport (a lost peer, a protocol error, fail()); ok if none.
   virtual Status error() const = 0;
+  // Failure detection, called about every peer_timeout/5 by the communicator's watchdog thread
+  // (never concurrently with itself): sends a heartbeat to every peer nothing went to since the
+  // last call, and returns ErrorCode::peer_lost naming the first peer from which nothing arrived
+  // for `peer_timeout` (the caller then fails the transport). Ok while every peer is heard from.
+  virtual Status heartbeat(std::chrono::steady_clock::time_point now,
+                           std::chrono::milliseconds peer_timeout) {
+    (void)now;
+    (void)peer_timeout;
+    return Status();
+  }
+  // The peers this transport saw die, drop their connection or go silent, in rank order. A peer
+  // that reported an error of its own (it is alive) is not among them.
+  virtual std::vector<int> lost_peers() const { return {}; }
   // Clean shutdown once every operation has ended: tells the peers this rank is leaving (so its
   // exit is not taken for a failure) and waits at most `timeout` for what they need from it.
   // Requests still pending end with ErrorCode::aborted.

@@ -134,5 +134,96 @@ TEST(TcpHostilePeer, BadFramesEndPendingReceiveWithProtocolError) {
   }
 }
 
+// A peer that completes the handshake and then stays connected: silent, or sending a heartbeat
+// every 50 ms. Counts the heartbeat frames rank 0 sends it.
+void quiet_peer(Store& store, bool beat, std::atomic<bool>& release, std::atomic<int>& beats_in) {
+  ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1")).ok());
+  auto record = store.get_string("tcp/addr/0", 10s);
+  ASSERT_TRUE(record.ok());
+  std::istringstream in(record.value());
+  std::string host, ip, port;
+  std::getline(in, host);
+  std::getline(in, ip);
+  std::getline(in, port);
+  auto fd = tcp::connect_tcp("127.0.0.1", static_cast<uint16_t>(std::stoi(port)),
+                             tcp::Clock::now() + 10s);
+  ASSERT_TRUE(fd.ok()) << fd.status().to_string();
+  uint8_t hello[tcp::kHeaderBytes + tcp::kHelloPayload];
+  tcp::FrameHeader h;
+  h.type = tcp::FrameType::hello;
+  h.comm = static_cast<uint32_t>(kToken);
+  h.length = tcp::kHelloPayload;
+  tcp::encode_header(h, hello);
+  tcp::encode_hello({kToken, 1, 2, 0, 1}, hello + tcp::kHeaderBytes);
+  ASSERT_TRUE(tcp::write_all(fd->get(), hello, sizeof(hello), tcp::Clock::now() + 10s).ok());
+  tcp::FrameHeader hb;
+  hb.type = tcp::FrameType::heartbeat;
+  const std::vector<uint8_t> beat_frame = frame(hb);
+  std::vector<uint8_t> got;
+  while (!release.load()) {
+    if (beat) {
+      ASSERT_TRUE(tcp::write_all(fd->get(), beat_frame.data(), beat_frame.size(),
+                                 tcp::Clock::now() + 10s).ok());
+    }
+    uint8_t buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd->get(), buf, sizeof(buf), MSG_DONTWAIT)) > 0) got.insert(got.end(), buf, buf + n);
+    for (; got.size() >= tcp::kHeaderBytes; got.erase(got.begin(), got.begin() + tcp::kHeaderBytes)) {
+      auto d = tcp::decode_header(got.data(), tcp::FrameLimits{1024, 1 << 20});
+      ASSERT_TRUE(d.ok()) << d.status().to_string();
+      ASSERT_EQ(d->length, 0u);
+      if (d->type == tcp::FrameType::heartbeat) ++beats_in;
+    }
+    std::this_thread::sleep_for(50ms);
+  }
+}
+
+// Calls heartbeat() every 50 ms for `total`, the way the communicator's watchdog does; returns
+// the first failure and when it came.
+std::pair<Status, std::chrono::steady_clock::duration> tick(Transport& t, std::chrono::milliseconds total,
+                                                            std::chrono::milliseconds peer_timeout) {
+  const auto start = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - start < total) {
+    Status st = t.heartbeat(std::chrono::steady_clock::now(), peer_timeout);
+    if (!st.ok()) return {st, std::chrono::steady_clock::now() - start};
+    std::this_thread::sleep_for(50ms);
+  }
+  return {Status(), total};
+}
+
+TEST(TcpHeartbeat, SilentPeerIsDeclaredLostAfterPeerTimeout) {
+  for (bool beat : {false, true}) {
+    SCOPED_TRACE(beat ? "peer sends heartbeats" : "silent peer");
+    auto store = make_memory_store();
+    BufferPool pool;
+    std::atomic<bool> release{false};
+    std::atomic<int> beats_in{0};
+    std::thread peer(quiet_peer, std::ref(*store), beat, std::ref(release), std::ref(beats_in));
+    TcpTransportConfig cfg;
+    cfg.rank = 0;
+    cfg.size = 2;
+    cfg.token = kToken;
+    cfg.host_id = "test";
+    cfg.options.sockets_per_peer = 1;
+    cfg.options.connect_timeout = 10s;
+    auto t = make_tcp_transport(cfg, *store, pool);
+    ASSERT_TRUE(t.ok()) << t.status().to_string();
+    auto [st, after] = tick(*t.value(), 1500ms, 400ms);
+    if (beat) {
+      EXPECT_TRUE(st.ok()) << st.to_string();
+      EXPECT_TRUE(t.value()->lost_peers().empty());
+    } else {
+      EXPECT_EQ(st.code(), ErrorCode::peer_lost) << st.to_string();
+      EXPECT_NE(st.message().find("rank 1 is not responding"), std::string::npos) << st.message();
+      EXPECT_GE(after, 400ms);
+      EXPECT_EQ(t.value()->lost_peers(), std::vector<int>{1});
+    }
+    release = true;
+    peer.join();
+    // Idle links carry heartbeats from this side too.
+    EXPECT_GE(beats_in.load(), 1);
+  }
+}
+
 }  // namespace
 }  // namespace weft

@@ -1,11 +1,14 @@
 // weft_process_child: a rank program for failure tests under `weft run`.
 //
-//   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort]
+//   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort|revoke|absent] [OP]
 //
-// Joins through Communicator::from_env and runs ITERATIONS small allreduces. Rank VICTIM, after
-// half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs), calls a broadcast instead of the
-// allreduce (mismatch), or calls abort() and exits 9 (abort). The other ranks ignore SIGTERM,
-// so the launcher's clean-up cannot hide what the library reports: each prints
+// Joins through Communicator::from_env and runs ITERATIONS small collectives OP (allreduce by
+// default; also broadcast, reduce, allgather, reduce_scatter, gather, scatter, alltoall,
+// barrier). Rank VICTIM, after half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs),
+// calls a broadcast instead (mismatch), calls abort() and exits 9 (abort), calls revoke() and
+// prints the status its next collective gets (revoke), or sleeps for a minute instead of calling
+// the collective (absent: alive, but never enters it). A barrier follows the loop. The other
+// ranks ignore SIGTERM, so the launcher's clean-up cannot hide what the library reports: each prints
 // "rank R: failed after S s: <status>" and exits 7 when an operation fails, or exits 0 when all
 // succeed. A VICTIM of -1 runs the loop to the end on every rank.
 #include <signal.h>
@@ -16,8 +19,28 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "weft/communicator.h"
+
+namespace {
+
+weft::Status run_op(weft::Communicator& c, const std::string& op, float* in, float* out) {
+  using weft::DataType;
+  using weft::ReduceOp;
+  constexpr size_t kCount = 8;  // per rank: buffers hold 64 floats, enough for 8 ranks
+  if (op == "broadcast") return c.broadcast(in, kCount, DataType::fp32, 0);
+  if (op == "reduce") return c.reduce(in, out, kCount, DataType::fp32, ReduceOp::sum, 0);
+  if (op == "allgather") return c.allgather(in, out, kCount, DataType::fp32);
+  if (op == "reduce_scatter") return c.reduce_scatter(in, out, kCount, DataType::fp32, ReduceOp::sum);
+  if (op == "gather") return c.gather(in, out, kCount, DataType::fp32, 0);
+  if (op == "scatter") return c.scatter(in, out, kCount, DataType::fp32, 0);
+  if (op == "alltoall") return c.alltoall(in, out, kCount, DataType::fp32);
+  if (op == "barrier") return c.barrier();
+  return c.allreduce(in, out, 64, DataType::fp32, ReduceOp::sum);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 3) {
@@ -30,6 +53,9 @@ int main(int argc, char** argv) {
   const int fault = std::strcmp(mode, "stop") == 0 ? SIGSTOP : SIGKILL;
   const bool mismatch = std::strcmp(mode, "mismatch") == 0;
   const bool abort_mode = std::strcmp(mode, "abort") == 0;
+  const bool revoke_mode = std::strcmp(mode, "revoke") == 0;
+  const bool absent_mode = std::strcmp(mode, "absent") == 0;
+  const std::string op = argc > 4 ? argv[4] : "allreduce";
   ::signal(SIGTERM, SIG_IGN);
 
   auto comm = weft::Communicator::from_env();
@@ -38,21 +64,34 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int rank = comm.value()->rank();
-  float in[64], out[64];
+  float in[512], out[512];
   for (float& v : in) v = static_cast<float>(rank);
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < iterations; ++i) {
+  // One barrier after the loop: a rank whose part of a rooted collective never needed the
+  // victim (a leaf of a broadcast) still has to learn about it before it may finish.
+  for (int i = 0; i <= iterations; ++i) {
     const bool turn = rank == victim && i == iterations / 2;
+    const std::string this_op = i == iterations ? "barrier" : op;
     if (turn && abort_mode) {
       comm.value()->abort("the test asked rank " + std::to_string(rank) + " to abort");
       std::printf("rank %d: aborted\n", rank);
       std::fflush(stdout);
       std::_Exit(9);
     }
+    if (turn && revoke_mode) {
+      comm.value()->revoke();
+      weft::Status next = comm.value()->barrier();
+      std::printf("rank %d: revoked; next operation: %s\n", rank, next.to_string().c_str());
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
+    if (turn && absent_mode) {
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+      std::_Exit(0);
+    }
     if (turn && !mismatch) ::kill(::getpid(), fault);
-    weft::Status st =
-        turn ? comm.value()->broadcast(in, 64, weft::DataType::fp32, 0)
-             : comm.value()->allreduce(in, out, 64, weft::DataType::fp32, weft::ReduceOp::sum);
+    weft::Status st = turn && mismatch ? comm.value()->broadcast(in, 64, weft::DataType::fp32, 0)
+                                       : run_op(*comm.value(), this_op, in, out);
     if (!st.ok()) {
       std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
       std::printf("rank %d: failed after %.1f s: %s\n", rank, elapsed.count(),
@@ -61,6 +100,6 @@ int main(int argc, char** argv) {
       std::_Exit(7);  // skip the destructor: the communicator is broken anyway
     }
   }
-  std::printf("rank %d: all %d allreduces done\n", rank, iterations);
+  std::printf("rank %d: all %d %ss done\n", rank, iterations, op.c_str());
   return 0;
 }

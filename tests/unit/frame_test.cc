@@ -62,8 +62,8 @@ TEST(Frame, RejectsBadMagicVersionTypeAndEnums) {
     uint8_t value;
     const char* expect;
   };
-  const Case cases[] = {{0, 'X', "magic"},      {4, 2, "version"}, {5, 0, "frame type"},
-                        {5, 9, "frame type"},   {6, 13, "kind"},   {7, 8, "dtype"},
+  const Case cases[] = {{0, 'X', "magic"},      {4, kWireVersion + 1, "version"}, {5, 0, "frame type"},
+                        {5, 10, "frame type"},  {6, 13, "kind"},   {7, 8, "dtype"},
                         {8, 8, "reduce op"},    {9, 1, "reserved"}, {52, 1, "reserved"}};
   for (const Case& c : cases) {
     uint8_t buf[kHeaderBytes];
@@ -93,6 +93,15 @@ TEST(Frame, BoundsLengths) {
   h = sample();
   h.type = FrameType::cts;  // control frames carry no payload
   h.length = 1;
+  encode_header(h, buf);
+  EXPECT_FALSE(decode_header(buf, limits()).ok());
+
+  h = sample();
+  h.type = FrameType::heartbeat;  // nor do heartbeats
+  h.length = 0;
+  encode_header(h, buf);
+  EXPECT_TRUE(decode_header(buf, limits()).ok());
+  h.length = 8;
   encode_header(h, buf);
   EXPECT_FALSE(decode_header(buf, limits()).ok());
 

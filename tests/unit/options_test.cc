@@ -137,6 +137,8 @@ TEST(OptionsApply, ParsesDurations) {
     EXPECT_EQ(o.timeout, d) << text;
     ASSERT_TRUE(o.apply("connect_timeout", text).ok()) << text;
     EXPECT_EQ(o.connect_timeout, d) << text;
+    ASSERT_TRUE(o.apply("WEFT_PEER_TIMEOUT", text).ok()) << text;
+    EXPECT_EQ(o.peer_timeout, d) << text;
   }
   for (const char* bad : {"", "s", "5x", "-1s", "inf", "ten seconds"}) {
     Options o;
@@ -209,6 +211,7 @@ TEST(OptionsValidate, AcceptsDefaultsAndRejectsEachBadValue) {
       {[](Options& o) { o.reactor_threads = 17; }, "reactor_threads=17"},
       {[](Options& o) { o.timeout = milliseconds(0); }, "timeout"},
       {[](Options& o) { o.connect_timeout = milliseconds(-1); }, "connect_timeout"},
+      {[](Options& o) { o.peer_timeout = milliseconds(10); }, "peer_timeout"},
       {[](Options& o) { o.eager_threshold = o.eager_credit_bytes + 1; }, "eager_threshold="},
       {[](Options& o) { o.log_level = "chatty"; }, "log_level=chatty"},
       {[](Options& o) { o.shm_ring_bytes = 32 << 10; }, "shm_ring_bytes=32KiB"},

@@ -51,6 +51,8 @@ class JobRunner {
   Status add_watch(int fd, uint64_t data);
   Status arm(Fd& timer, std::chrono::milliseconds after);
   Status start_ranks(const std::string& store_addr);
+  Status start_rank(size_t r, bool joining);
+  void respawn(int rank);
   void handle(uint64_t data);
   void read_pipe(int rank, Source which, bool until_drained);
   void on_exited(int rank);
@@ -68,6 +70,10 @@ class JobRunner {
   Fd grace_timer_;
   std::unique_ptr<TcpStoreServer> store_;
   int running_ = 0;
+  int respawned_ = 0;
+  std::string store_addr_;
+  uint16_t master_port_ = 0;
+  bool keep_master_ = false;
   JobEnd end_;
   std::vector<char> buffer_ = std::vector<char>(64 * 1024);
 };
@@ -151,39 +157,57 @@ Result<uint16_t> free_loopback_port() {
 }
 
 Status JobRunner::start_ranks(const std::string& store_addr) {
-  const bool keep_master = std::getenv("MASTER_ADDR") != nullptr && std::getenv("MASTER_PORT") != nullptr;
-  uint16_t master_port = 0;
-  if (!keep_master) {
+  store_addr_ = store_addr;
+  keep_master_ = std::getenv("MASTER_ADDR") != nullptr && std::getenv("MASTER_PORT") != nullptr;
+  if (!keep_master_) {
     Result<uint16_t> port = free_loopback_port();
     if (!port.ok()) return port.status();
-    master_port = port.value();
+    master_port_ = port.value();
   }
-  for (size_t r = 0; r < slots_.size(); ++r) {
-    int rank = static_cast<int>(r);
-    SpawnRequest request;
-    request.argv = spec_.command;
-    std::vector<std::string> own = rank_environment(spec_.ranks[r], store_addr);
-    for (auto& v : torch_environment(spec_.ranks[r], master_port, keep_master)) {
-      own.push_back(std::move(v));
-    }
-    request.env = base_environment(own);
-    request.env.insert(request.env.end(), own.begin(), own.end());
-    request.inherit_stdin = rank == 0;
-    request.signal_mask = signals_.old_mask();
-    request.default_signals = signals_.child_defaults();
-    Result<RankProcess> process = RankProcess::spawn(request);
-    if (!process.ok()) return process.status().with_context("rank " + std::to_string(rank));
-    RankSlot& slot = slots_[r];
-    slot.process.emplace(std::move(process).value());
-    slot.outcome.started = true;
-    slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
-    slot.err = std::make_unique<LineRelay>(rank, STDERR_FILENO);
-    ++running_;
-    WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::exited, rank)));
-    WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::out, rank)));
-    WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::err, rank)));
-  }
+  for (size_t r = 0; r < slots_.size(); ++r) WEFT_RETURN_IF_ERROR(start_rank(r, false));
   return Status::success();
+}
+
+Status JobRunner::start_rank(size_t r, bool joining) {
+  const int rank = static_cast<int>(r);
+  SpawnRequest request;
+  request.argv = spec_.command;
+  std::vector<std::string> own = rank_environment(spec_.ranks[r], store_addr_);
+  for (auto& v : torch_environment(spec_.ranks[r], master_port_, keep_master_)) {
+    own.push_back(std::move(v));
+  }
+  if (joining) own.push_back("WEFT_JOIN=1");
+  request.env = base_environment(own);
+  request.env.insert(request.env.end(), own.begin(), own.end());
+  request.inherit_stdin = rank == 0 && !joining;
+  request.signal_mask = signals_.old_mask();
+  request.default_signals = signals_.child_defaults();
+  Result<RankProcess> process = RankProcess::spawn(request);
+  if (!process.ok()) return process.status().with_context("rank " + std::to_string(rank));
+  RankSlot& slot = slots_[r];
+  slot.process.emplace(std::move(process).value());
+  slot.outcome = RankOutcome();
+  slot.outcome.started = true;
+  slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
+  slot.err = std::make_unique<LineRelay>(rank, STDERR_FILENO);
+  ++running_;
+  WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::exited, rank)));
+  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::out, rank)));
+  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::err, rank)));
+  return Status::success();
+}
+
+void JobRunner::respawn(int rank) {
+  ++respawned_;
+  RankSlot& slot = slots_[static_cast<size_t>(rank)];
+  print_error("rank " + std::to_string(rank) + " failed (" + slot.outcome.exit->describe() +
+              "); starting a replacement that joins the running job (respawn " +
+              std::to_string(respawned_) + " of " + std::to_string(spec_.respawns) + ")");
+  Status st = start_rank(static_cast<size_t>(rank), true);
+  if (!st.ok()) {
+    print_error(st.to_string());
+    end_job(EndCause::start_failed, 0);
+  }
 }
 
 int JobRunner::run() {
@@ -295,7 +319,11 @@ void JobRunner::on_exited(int rank) {
   slot.outcome.exit = *reaped.value();
   --running_;
   if (!slot.outcome.exit->success() && end_.cause == EndCause::none) {
-    end_job(EndCause::rank_failed, rank);
+    if (respawned_ < spec_.respawns) {
+      respawn(rank);
+    } else {
+      end_job(EndCause::rank_failed, rank);
+    }
   }
 }
 

@@ -5,7 +5,9 @@
 // line with a "[rank] " prefix, and watches them from one epoll loop (pidfds, pipes, a signalfd
 // and timerfds; nothing polls on a timer). The first rank to fail, the --timeout, or a SIGINT /
 // SIGTERM / SIGHUP to the launcher ends the job: every rank still running gets SIGTERM (or the
-// forwarded signal), and SIGKILL once the grace period passes.
+// forwarded signal), and SIGKILL once the grace period passes. With JobSpec::respawns, a failed
+// rank is first replaced by a new process that joins the running job (fault-tolerant training:
+// the survivors shrink, then grow when the replacement arrives).
 #pragma once
 
 #include <chrono>
@@ -26,6 +28,9 @@ struct JobSpec {
   std::chrono::milliseconds timeout{0};   // 0: none
   std::chrono::milliseconds grace{2000};  // SIGTERM -> SIGKILL
   bool summary_always = false;            // print the per-rank summary on success too
+  // A rank that fails is restarted (same command and rank variables, plus WEFT_JOIN=1) instead
+  // of ending the job, this many times in all; the others are left running.
+  int respawns = 0;
 };
 
 // Runs the job to the end and returns the launcher's exit code: 0 when every rank exited 0;

@@ -21,7 +21,7 @@
 namespace weft::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x314d485354464557ull;  // "WEFTSHM1" little-endian
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 inline constexpr size_t kPage = 4096;
 inline constexpr size_t kRecordBytes = 64;
 inline constexpr size_t kMaxErrorText = 1024;
@@ -84,6 +84,9 @@ struct SegmentHeader {
   alignas(64) std::atomic<uint32_t> state{kRunning};
   uint32_t error_code = 0;
   char error_text[kMaxErrorText] = {};
+  // Bumped by the owner's watchdog every peer_timeout/5; peers that see it stand still for
+  // peer_timeout declare the owner failed (stopped, frozen).
+  alignas(64) std::atomic<uint64_t> heartbeat{0};
 };
 static_assert(sizeof(SegmentHeader) <= kPage);
 

@@ -106,6 +106,9 @@ struct Peer {
   size_t credits_to_return = 0;
   uint64_t next_msg_id = 0;
   std::atomic<bool> gone{false};       // the process exited (seen by the watcher)
+  std::atomic<bool> silent{false};     // its heartbeat stood still for peer_timeout
+  uint64_t hb_seen = 0;                // heartbeat()'s own state (its thread only)
+  Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
 };
 
@@ -135,6 +138,8 @@ class ShmTransport final : public Transport {
   void fail(const Status& status) override;
   Status error() const override;
   void close(std::chrono::milliseconds timeout) override;
+  Status heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) override;
+  std::vector<int> lost_peers() const override;
 
  private:
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
@@ -549,7 +554,7 @@ Status ShmTransport::check_peer(Peer& p) {
     char text[kMaxErrorText + 1] = {};
     std::memcpy(text, p.hdr->error_text, kMaxErrorText);
     uint32_t code = p.hdr->error_code;
-    if (code == 0 || code > static_cast<uint32_t>(ErrorCode::internal)) {
+    if (code == 0 || code > static_cast<uint32_t>(kMaxErrorCode)) {
       code = static_cast<uint32_t>(ErrorCode::internal);
     }
     return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.rank, text));
@@ -928,6 +933,40 @@ void ShmTransport::watch_loop() {
 }
 
 // ---- failure ----------------------------------------------------------------------------------------
+
+Status ShmTransport::heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) {
+  if (failed_.load(std::memory_order_acquire)) return Status();
+  own_->header().heartbeat.fetch_add(1, std::memory_order_relaxed);
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    if (p.rank == rank_ || p.gone.load()) continue;
+    if (p.hdr->state.load(std::memory_order_acquire) != kRunning) continue;
+    const uint64_t beat = p.hdr->heartbeat.load(std::memory_order_relaxed);
+    if (beat != p.hb_seen || p.hb_heard == Clock::time_point{}) {
+      p.hb_seen = beat;
+      p.hb_heard = now;
+    } else if (now - p.hb_heard >= peer_timeout) {
+      p.silent.store(true);
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: rank {} is not responding: its heartbeat stood still for "
+                                "{:.1f} s (peer_timeout {:g} s; process {} is stopped or frozen)",
+                                rank_, p.rank,
+                                std::chrono::duration<double>(now - p.hb_heard).count(),
+                                std::chrono::duration<double>(peer_timeout).count(), p.pid));
+    }
+  }
+  return Status();
+}
+
+std::vector<int> ShmTransport::lost_peers() const {
+  std::vector<int> out;
+  for (const auto& p : peers_) {
+    const bool exited = p->gone.load() && p->hdr != nullptr &&
+                        p->hdr->state.load(std::memory_order_acquire) != kDeparted;
+    if (exited || p->silent.load()) out.push_back(p->rank);
+  }
+  return out;
+}
 
 Status ShmTransport::failure() const {
   std::lock_guard<std::mutex> lock(err_mu_);

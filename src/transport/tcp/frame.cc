@@ -60,7 +60,7 @@ Result<FrameHeader> decode_header(const uint8_t in[kHeaderBytes], const FrameLim
   }
   FrameHeader h;
   uint8_t type = get<uint8_t>(in + kOffType);
-  if (type < 1 || type > 8) return bad("unknown frame type " + std::to_string(type));
+  if (type < 1 || type > 9) return bad("unknown frame type " + std::to_string(type));
   h.type = static_cast<FrameType>(type);
   uint8_t kind = get<uint8_t>(in + kOffKind), dtype = get<uint8_t>(in + kOffDtype),
           op = get<uint8_t>(in + kOffOp);
@@ -101,6 +101,7 @@ Result<FrameHeader> decode_header(const uint8_t in[kHeaderBytes], const FrameLim
     case FrameType::cts:
     case FrameType::credit:
     case FrameType::goodbye:
+    case FrameType::heartbeat:
       if (h.length != 0) return bad("control frame carries a payload");
       break;
     case FrameType::error:

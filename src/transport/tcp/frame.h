@@ -15,7 +15,7 @@
 namespace weft::tcp {
 
 inline constexpr uint32_t kMagic = 0x54464557;  // "WEFT" in little-endian byte order
-inline constexpr uint8_t kWireVersion = 1;
+inline constexpr uint8_t kWireVersion = 2;
 inline constexpr size_t kHeaderBytes = 72;
 inline constexpr size_t kMaxErrorText = 4096;
 inline constexpr size_t kHelloPayload = 24;
@@ -29,6 +29,7 @@ enum class FrameType : uint8_t {
   credit = 6,   // the receiver consumed `msg_id` eager bytes; the sender may send that many more
   error = 7,    // the sender failed; payload is the error text, `offset` the ErrorCode
   goodbye = 8,  // clean shutdown: no more frames follow on this socket
+  heartbeat = 9,  // "still here": sent on an idle link every peer_timeout/5 (no payload)
 };
 
 struct FrameHeader {

@@ -162,6 +162,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
       again = errno == EINTR;
       return Status();
     }
+    if (!p.reported.load(std::memory_order_relaxed)) p.lost.store(true, std::memory_order_relaxed);
     return Status(ErrorCode::peer_lost, fmt::format("rank {}: connection to rank {} lost ({})",
                                                     rank_, p.rank, std::strerror(errno)));
   }
@@ -173,6 +174,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
       log::debug("rank {}: EOF from rank {} socket {} state={} buffered={} remaining={} type={}",
                  rank_, p.rank, c.index, static_cast<int>(c.state), c.in_end - c.in_start,
                  c.remaining, static_cast<int>(c.cur.type));
+      if (!p.reported.load(std::memory_order_relaxed)) p.lost.store(true, std::memory_order_relaxed);
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: connection to rank {} lost (peer closed it or died)",
                                 rank_, p.rank));
@@ -189,6 +191,9 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
     }
     return Status();
   }
+  // Liveness for heartbeat(): any arrival counts (a lost increment between two readers is fine,
+  // only a change is looked for).
+  p.rx_count.store(p.rx_count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   size_t got = static_cast<size_t>(r);
   // A short read emptied the socket: a later arrival raises a new edge, so no extra read that
   // would only say EAGAIN.
@@ -347,6 +352,8 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       p.departed = true;
       return Status();
     }
+    case FrameType::heartbeat:
+      return Status();  // counted as arrival in read_some like every other byte
   }
   if (c.remaining > 0) {
     c.state = Connection::RecvState::payload;
@@ -385,8 +392,9 @@ Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
       return Status();
     }
     case FrameType::error: {
+      p.reported.store(true, std::memory_order_relaxed);
       uint64_t code = h.offset;
-      if (code == 0 || code > static_cast<uint64_t>(ErrorCode::internal)) {
+      if (code == 0 || code > static_cast<uint64_t>(kMaxErrorCode)) {
         code = static_cast<uint64_t>(ErrorCode::internal);
       }
       return Status(static_cast<ErrorCode>(code),

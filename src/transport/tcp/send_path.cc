@@ -65,10 +65,12 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
         return Status();
       }
       if (errno == EINTR) continue;
+      if (!p.reported.load(std::memory_order_relaxed)) p.lost.store(true, std::memory_order_relaxed);
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: connection to rank {} lost while sending ({})", rank_,
                                 p.rank, std::strerror(errno)));
     }
+    p.tx_count.store(p.tx_count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
       OutFrame& f = c.outq.front();

@@ -250,6 +250,73 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
   closing_.notify();
 }
 
+Status TcpTransport::heartbeat(std::chrono::steady_clock::time_point now,
+                               std::chrono::milliseconds peer_timeout) {
+  if (failed_.load(std::memory_order_acquire)) return Status();
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    if (is_self(p)) continue;
+    {
+      std::lock_guard<std::mutex> lock(p.mu);
+      if (p.departed) continue;  // it said goodbye: silence is expected
+    }
+    uint64_t rx = p.rx_count.load(std::memory_order_relaxed);
+    if (rx == p.hb_rx && p.hb_heard != std::chrono::steady_clock::time_point{} &&
+        !op_active_.load(std::memory_order_acquire)) {
+      // Between operations nobody may be reading (see end_operation): what arrived waits in
+      // the socket. Read it here so a peer that keeps sending heartbeats counts as heard.
+      for (auto& c : p.conns) {
+        if (!c->closed && !c->eof) (void)drain_reads(p, *c);  // errors are recorded inside
+      }
+      if (failed_.load(std::memory_order_acquire)) return Status();
+      rx = p.rx_count.load(std::memory_order_relaxed);
+    }
+    if (rx != p.hb_rx || p.hb_heard == std::chrono::steady_clock::time_point{}) {
+      p.hb_rx = rx;
+      p.hb_heard = now;
+    } else if (now - p.hb_heard >= peer_timeout) {
+      p.lost.store(true, std::memory_order_relaxed);
+      const double silent = std::chrono::duration<double>(now - p.hb_heard).count();
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: rank {} is not responding: nothing arrived from it for "
+                                "{:.1f} s (peer_timeout {:g} s; the process is stopped or frozen, "
+                                "or its network is down)",
+                                rank_, p.rank, silent,
+                                std::chrono::duration<double>(peer_timeout).count()));
+    }
+    const uint64_t tx = p.tx_count.load(std::memory_order_relaxed);
+    if (tx == p.hb_tx) {
+      // Nothing went out since the last call: send a heartbeat from the reactor thread (a frozen
+      // process sends none).
+      Peer* target = &p;
+      p.reactor->post([this, target] {
+        Status st;
+        {
+          std::lock_guard<std::mutex> lock(target->mu);
+          Connection& c = *target->conns[0];
+          if (c.closed) return;
+          FrameHeader h;
+          h.type = FrameType::heartbeat;
+          h.comm = comm_;
+          enqueue(*target, c, h, nullptr, nullptr);
+          st = flush(*target, c);
+        }
+        if (!st.ok()) fail_async(st);
+      });
+    }
+    p.hb_tx = tx;
+  }
+  return Status();
+}
+
+std::vector<int> TcpTransport::lost_peers() const {
+  std::vector<int> out;
+  for (const auto& p : peers_) {
+    if (p->lost.load(std::memory_order_relaxed)) out.push_back(p->rank);
+  }
+  return out;
+}
+
 void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
   log::debug("rank {}: close_gracefully (failed={})", rank_, failed_.load());
   if (failed_.load()) return;

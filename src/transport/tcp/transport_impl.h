@@ -12,6 +12,7 @@
 #include <sys/epoll.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,16 @@ struct Peer {
   size_t credits_to_return = 0;
   uint64_t next_msg_id = 0;
   std::atomic<bool> caller_reading{false};  // a waiting caller reads this peer's sockets
+  // Liveness: reads and writes that moved bytes (changes matter, not values), and whether the
+  // peer was lost (connection dropped without GOODBYE, or silent for peer_timeout).
+  std::atomic<uint64_t> rx_count{0};
+  std::atomic<uint64_t> tx_count{0};
+  std::atomic<bool> lost{false};
+  std::atomic<bool> reported{false};  // it sent an ERROR frame: alive, so its EOF is no loss
+  // heartbeat()'s own state (its thread only).
+  uint64_t hb_rx = 0;
+  uint64_t hb_tx = 0;
+  std::chrono::steady_clock::time_point hb_heard{};
   bool departed = false;     // GOODBYE received
   bool open_conns = true;    // false once every socket saw EOF after GOODBYE
   int eof_count = 0;
@@ -133,6 +144,9 @@ class TcpTransport final : public Transport {
   void note_p2p();
   void fail(const Status& status) override;
   Status error() const override;
+  Status heartbeat(std::chrono::steady_clock::time_point now,
+                   std::chrono::milliseconds peer_timeout) override;
+  std::vector<int> lost_peers() const override;
 
   void close_gracefully(std::chrono::milliseconds timeout);
   void close(std::chrono::milliseconds timeout) override { close_gracefully(timeout); }

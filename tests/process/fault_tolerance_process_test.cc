@@ -1,0 +1,169 @@
+// Fault tolerance with real processes under `weft run`: a rank SIGKILLed in each collective kind,
+// a frozen (SIGSTOPped) rank found by heartbeats, a rank that never enters the collective, a
+// revoke, and the elastic training demo (kill, shrink to 3, go on, grow back to 4 with a
+// respawned rank). Each test asserts the error, the rank it names and a time bound. The rank
+// program is collective_child.cc; the demo is examples/elastic_train.cc.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "process/tool_process.h"
+
+namespace weft::test {
+namespace {
+
+using std::chrono::milliseconds;
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// Sets environment variables for the launcher (and so its ranks) while in scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      names_.push_back(name);
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const char* n : names_) ::unsetenv(n);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
+
+// The line rank `r` printed when its operation failed ("" if none).
+std::string failure_line(const ToolResult& r, int rank) {
+  const std::string prefix = "[" + std::to_string(rank) + "] rank " + std::to_string(rank) + ": failed";
+  for (const std::string& line : r.out_lines()) {
+    if (line.rfind(prefix, 0) == 0) return line;
+  }
+  return "";
+}
+
+class KilledRank : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(KilledRank, EverySurvivorFailsNamingTheDeadRank) {
+  const auto& [transport, op] = GetParam();
+  ScopedEnv env({{"WEFT_TRANSPORT", transport.c_str()}});
+  auto r = run_tool({"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "1",
+                     "40", "kill", op});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(20000)) << r.out << r.err;
+  for (int survivor : {0, 2}) {
+    const std::string line = failure_line(r, survivor);
+    ASSERT_FALSE(line.empty()) << "rank " << survivor << " did not fail:\n" << r.out << r.err;
+    // Lost through its own connection/pidfd, or told by the rank that saw it first.
+    EXPECT_TRUE(contains(line, "rank 1")) << line;
+    EXPECT_TRUE(contains(line, "peer lost")) << line;
+  }
+  EXPECT_TRUE(contains(r.err, "rank 1: killed by signal 9 (SIGKILL)")) << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Collectives, KilledRank,
+    ::testing::Combine(::testing::Values("tcp", "shm"),
+                       ::testing::Values("allreduce", "broadcast", "reduce", "allgather",
+                                         "reduce_scatter", "gather", "scatter", "alltoall",
+                                         "barrier")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+class FrozenRank : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FrozenRank, HeartbeatsDeclareItFailedLongBeforeTheOperationTimeout) {
+  // The operation timeout (60 s) would take far longer than the detection time (1 s).
+  ScopedEnv env({{"WEFT_TRANSPORT", GetParam().c_str()},
+                 {"WEFT_PEER_TIMEOUT", "1s"},
+                 {"WEFT_TIMEOUT", "60s"}});
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "1", "--timeout", "60", WEFT_CHILD_PATH, "2", "400", "stop"});
+  EXPECT_EQ(r.exit_code, 7) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
+  bool named = false;
+  for (int survivor : {0, 1}) {
+    const std::string line = failure_line(r, survivor);
+    if (line.empty()) continue;  // the launcher may stop it after the first survivor failed
+    EXPECT_TRUE(contains(line, "peer lost")) << line;
+    EXPECT_TRUE(contains(line, "rank 2")) << line;
+    named = named || contains(line, "rank 2 is not responding");
+  }
+  EXPECT_TRUE(named) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, FrozenRank, ::testing::Values("tcp", "shm"));
+
+TEST(FaultTolerance, RankThatNeverEntersTheCollectiveIsNamed) {
+  ScopedEnv env({{"WEFT_TIMEOUT", "2s"}});
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "1", "--timeout", "60", WEFT_CHILD_PATH, "2", "40", "absent"});
+  EXPECT_EQ(r.exit_code, 7) << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(20000)) << r.out << r.err;
+  // Rank 2 is alive (its heartbeats go on) but sleeps instead of calling allreduce #21.
+  bool named = false;
+  for (int survivor : {0, 1}) {
+    const std::string line = failure_line(r, survivor);
+    if (line.empty()) continue;
+    EXPECT_TRUE(contains(line, "timed out")) << line;
+    named = named || contains(line, "rank 2 has not entered allreduce #21");
+  }
+  EXPECT_TRUE(named) << r.out;
+}
+
+TEST(FaultTolerance, RevokeOnOneRankEndsEveryRanksOperation) {
+  auto r = run_tool(
+      {"run", "-n", "3", "--grace", "20", "--timeout", "60", WEFT_CHILD_PATH, "2", "40", "revoke"});
+  EXPECT_LT(r.elapsed, milliseconds(20000)) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "[2] rank 2: revoked; next operation: revoked: rank 2 revoked the "
+                              "communicator"))
+      << r.out;
+  for (int survivor : {0, 1}) {
+    const std::string line = failure_line(r, survivor);
+    ASSERT_FALSE(line.empty()) << r.out << r.err;
+    EXPECT_TRUE(contains(line, "revoked: ")) << line;
+    EXPECT_TRUE(contains(line, "rank 2 revoked the communicator")) << line;
+  }
+}
+
+// The scenario end to end: 4 ranks train; rank 2 is SIGKILLed in a gradient allreduce;
+// the survivors shrink to 3, redo the step and train on; `weft run --respawn 1` starts a
+// replacement that joins through grow() 10 steps later, and training ends on 4 ranks with every
+// replica identical. The demo checks every step that the average is over exactly size() ranks.
+TEST(FaultTolerance, ElasticTrainingShrinksAfterAKillAndGrowsBack) {
+  for (const char* transport : {"shm", "tcp"}) {
+    SCOPED_TRACE(transport);
+    ScopedEnv env({{"WEFT_TRANSPORT", transport}});
+    auto r = run_tool({"run", "-n", "4", "--respawn", "1", "--timeout", "120", WEFT_ELASTIC_PATH,
+                       "--steps", "60", "--kill-rank", "2", "--kill-step", "20"});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_LT(r.elapsed, milliseconds(60000)) << r.out << r.err;
+    EXPECT_TRUE(contains(r.out, "[2] rank 2: killing myself in the gradient allreduce of step 20"))
+        << r.out;
+    EXPECT_TRUE(contains(r.err, "rank 2 failed (killed by signal 9 (SIGKILL)); starting a "
+                                "replacement"))
+        << r.err;
+    // Every survivor's allreduce failed naming the dead rank.
+    for (int survivor : {0, 1, 3}) {
+      bool named = false;
+      for (const std::string& line : r.out_lines()) {
+        // Step 20, or 21 if the victim's share of step 20 was out before it died.
+        named = named || (line.rfind("[" + std::to_string(survivor) + "] step 2", 0) == 0 &&
+                          contains(line, ": allreduce failed: peer lost") && contains(line, "rank 2"));
+      }
+      EXPECT_TRUE(named) << "rank " << survivor << "\n" << r.out;
+    }
+    EXPECT_TRUE(contains(r.out, "shrunk to 3 ranks; redoing step 2")) << r.out;
+    EXPECT_TRUE(contains(r.out, "ranks 3")) << r.out;  // steps printed while on 3 ranks
+    EXPECT_TRUE(contains(r.out, "joined as rank 3 of 4")) << r.out;
+    EXPECT_TRUE(contains(r.out, "grew to 4 ranks after step 3")) << r.out;
+    EXPECT_TRUE(contains(r.out, "done: 4 ranks")) << r.out;
+    EXPECT_TRUE(contains(r.out, "shrinks 1, grows 1, parameters identical on every rank")) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace weft::test
