@@ -9,5 +9,6 @@ namespace weft::tools {
 void add_run_command(CLI::App& app, int& exit_code);    // run_cmd.cc: the local launcher
 void add_bench_command(CLI::App& app, int& exit_code);  // bench_cmd.cc: nccl-tests style benchmark
 void add_store_command(CLI::App& app, int& exit_code);  // store_cmd.cc: standalone TCP store
+void add_diag_command(CLI::App& app, int& exit_code);   // diag_cmd.cc: who is stuck where
 
 }  // namespace weft::tools

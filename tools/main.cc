@@ -1,4 +1,4 @@
-// weft: the command-line tool. `weft run`, `weft bench`, `weft store`; `weft --help` lists them.
+// weft: the command-line tool. `weft run`, `weft bench`, `weft store`, `weft diag`; `weft --help` lists them.
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   weft::tools::add_run_command(app, exit_code);
   weft::tools::add_bench_command(app, exit_code);
   weft::tools::add_store_command(app, exit_code);
+  weft::tools::add_diag_command(app, exit_code);
   CLI11_PARSE(app, argc, argv);
   return exit_code;
 }

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "collective/collective.h"
+#include "core/diag_report.h"
 #include "transport/tcp/socket.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
@@ -58,7 +59,7 @@ Status describe_failure(const Status& st, int rank, const Fingerprint& fp) {
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     const Options& options, std::shared_ptr<Store> store, std::unique_ptr<TcpStoreServer> server,
-    bool allow_hierarchy, int machine_ranks) {
+    bool allow_hierarchy, int machine_ranks, std::shared_ptr<Store> root_store) {
   WEFT_RETURN_IF_ERROR(options.validate());
   if (options.rank < 0 || options.size <= 0) {
     return Status(ErrorCode::invalid_argument, "Options.rank and Options.size must be set");
@@ -135,8 +136,9 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     if (!h.ok()) return h.status();
     c->hierarchy_ = std::move(h.value());
   }
-  c->root_store_ = c->store_;
+  c->root_store_ = root_store ? std::move(root_store) : c->store_;
   c->start_watchdog();
+  if (allow_hierarchy) c->start_diag_responder();
   return c;
 }
 
@@ -154,6 +156,43 @@ void CommunicatorImpl::stop_watchdog() {
   }
   watch_cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
+  if (diag_.joinable()) diag_.join();
+  if (diag_slot_ > 0) {
+    (void)root_store_->set(fmt::format("weft-diag/comm/{}/closed", diag_slot_), "1");
+    diag_slot_ = 0;
+  }
+}
+
+void CommunicatorImpl::start_diag_responder() {
+  // Best effort: diagnosis must never make a communicator fail.
+  auto seen = root_store_->add("weft-diag/requests", 0);
+  if (!seen.ok()) return;
+  diag_seen_ = seen.value();
+  if (rank() == 0) {
+    auto slot = root_store_->add("weft-diag/comms", 1);
+    if (slot.ok()) {
+      nlohmann::json entry = {{"token", fmt::format("{:016x}", token_)}, {"size", size()}};
+      if (root_store_->set(fmt::format("weft-diag/comm/{}", slot.value()), entry.dump()).ok()) {
+        diag_slot_ = slot.value();
+      }
+    }
+  }
+  diag_ = std::thread([this] { diag_loop(); });
+}
+
+void CommunicatorImpl::diag_loop() {
+  std::unique_lock<std::mutex> lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return watch_stop_; })) {
+    lock.unlock();
+    auto requests = root_store_->add("weft-diag/requests", 0);
+    if (requests.ok() && requests.value() > diag_seen_) {
+      diag_seen_ = requests.value();
+      (void)root_store_->set(fmt::format("weft-diag/response/{}/{:016x}/rank{}", diag_seen_,
+                                         token_, rank()),
+                             flight_record_json());
+    }
+    lock.lock();
+  }
 }
 
 void CommunicatorImpl::watchdog_loop() {
@@ -365,26 +404,6 @@ void CommunicatorImpl::execute(Op& op) {
   op.work->finish(st, ended);
 }
 
-namespace {
-
-// "0-2,4,6-7"
-std::string rank_ranges(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    out += fmt::format("{}{}", out.empty() ? "" : ",", ranks[i]);
-    if (j > i) out += fmt::format("{}{}", j == i + 1 ? "," : "-", ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-std::string ranks_word(const std::vector<int>& ranks) {
-  return (ranks.size() == 1 ? "rank " : "ranks ") + rank_ranges(ranks);
-}
-
-}  // namespace
 
 Status CommunicatorImpl::explain_timeout(const Status& st, const Fingerprint& fp) {
   using Clock = std::chrono::steady_clock;
@@ -431,8 +450,8 @@ Status CommunicatorImpl::explain_timeout(const Status& st, const Fingerprint& fp
   std::string text;
   if (!silent.empty()) {
     text = fmt::format("; {} {} not entered {} or {} not responding ({} waiting in it since {:.1f} s)",
-                       ranks_word(silent), silent.size() == 1 ? "has" : "have", fp.describe(),
-                       silent.size() == 1 ? "is" : "are", ranks_word(waiting), waited);
+                       ranks_phrase(silent), silent.size() == 1 ? "has" : "have", fp.describe(),
+                       silent.size() == 1 ? "is" : "are", ranks_phrase(waiting), waited);
   } else if (elsewhere.empty()) {
     text = fmt::format("; every rank is waiting in {}", fp.describe());
   }
@@ -485,9 +504,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int
     if (members[i].second == rank()) o.rank = static_cast<int>(i);
   }
   auto child_store = make_prefix_store(fmt::format("split{}/color{}", split_id, color), store_);
-  auto child = create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_);
-  if (child.ok()) child.value()->root_store_ = root_store_;
-  return child;
+  return create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_,
+                root_store_);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

@@ -34,11 +34,15 @@ class CommunicatorImpl {
   // shared memory and between them over TCP (not for the hierarchy's own sub-communicators).
   // `machine_ranks`: ranks of the whole job on this machine (0: count them here), which decides
   // whether waiting ranks may spin (host ids may split one machine into pretend hosts).
+  // `root_store`: the store of the job this communicator descends from (split, shrink, grow);
+  // null: `store` itself. Communicators with allow_hierarchy (all but the hierarchy's own) answer
+  // `weft diag` through it (see start_diag_responder).
   static Result<std::unique_ptr<CommunicatorImpl>> create(const Options& options,
                                                           std::shared_ptr<Store> store,
                                                           std::unique_ptr<TcpStoreServer> server,
                                                           bool allow_hierarchy = true,
-                                                          int machine_ranks = 0);
+                                                          int machine_ranks = 0,
+                                                          std::shared_ptr<Store> root_store = nullptr);
   ~CommunicatorImpl();
 
   int rank() const { return options_.rank; }
@@ -102,7 +106,13 @@ class CommunicatorImpl {
   // Sends heartbeats and checks the peers' every peer_timeout/5 (see Transport::heartbeat).
   void watchdog_loop();
   void start_watchdog();
+  // Stops the watchdog and the diag responder; rank 0 marks the communicator closed for diag.
   void stop_watchdog();
+  // `weft diag` support: rank 0 registers the communicator under weft-diag/comm/<n> in the root
+  // store; every rank's responder thread looks at weft-diag/requests once a second and answers a
+  // new request with its flight record under weft-diag/response/<request>/<token>/rank<r>.
+  void start_diag_responder();
+  void diag_loop();
   // The agreement behind agree() and shrink(); `what` names the call in errors.
   Result<Agreement> agree_through_store(uint64_t flag, const char* what);
   // Rank 0 of grow(): waits for `count` joiners and hands them their ranks; returns the prefix
@@ -138,6 +148,9 @@ class CommunicatorImpl {
   std::condition_variable watch_cv_;
   bool watch_stop_ = false;  // watch_mu_
   std::thread watchdog_;
+  std::thread diag_;
+  int64_t diag_slot_ = 0;  // rank 0: this communicator's weft-diag/comm/<n>
+  int64_t diag_seen_ = 0;  // the last diag request answered (or there before we started)
   // Point-to-point Works whose request the transport may still hold: kept alive until done even
   // if the caller drops its handle.
   std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_;

@@ -175,11 +175,10 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::shrink() {
               a->failed.empty() ? "" : fmt::format(" without rank(s) {}", list(a->failed)));
   }
   auto child = create(o, make_prefix_store(fmt::format("shrink{}", epoch), store_), nullptr,
-                      /*allow_hierarchy=*/true, /*machine_ranks=*/0);
+                      /*allow_hierarchy=*/true, /*machine_ranks=*/0, root_store_);
   if (!child.ok()) {
     return child.status().with_context(fmt::format("rank {}: shrink #{}", rank(), epoch));
   }
-  child.value()->root_store_ = root_store_;
   return child;
 }
 
@@ -246,9 +245,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::grow(int count) {
   }
   Options o = options_;
   o.size = size() + count;
-  auto child = create(o, make_prefix_store(prefix, root_store_), nullptr, true, 0);
+  auto child = create(o, make_prefix_store(prefix, root_store_), nullptr, true, 0, root_store_);
   if (!child.ok()) return child.status().with_context(fmt::format("rank {}: grow", rank()));
-  child.value()->root_store_ = root_store_;
   return child;
 }
 
@@ -276,9 +274,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::join(const Options& 
   if (o.rank < 0 || o.rank >= o.size) {
     return Status(ErrorCode::protocol, "join: plan in the store has rank out of range");
   }
-  auto c = create(o, make_prefix_store(prefix, store), nullptr, true, 0);
+  auto c = create(o, make_prefix_store(prefix, store), nullptr, true, 0, store);
   if (!c.ok()) return c.status().with_context(fmt::format("join as rank {}", o.rank));
-  c.value()->root_store_ = store;
   return c;
 }
 

@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int rank = comm.value()->rank();
+  if (rank == 0 && std::getenv("WEFT_STORE_ADDR") != nullptr) {
+    std::printf("rank 0: store %s\n", std::getenv("WEFT_STORE_ADDR"));  // for `weft diag`
+    std::fflush(stdout);
+  }
   float in[512], out[512];
   for (float& v : in) v = static_cast<float>(rank);
   auto start = std::chrono::steady_clock::now();

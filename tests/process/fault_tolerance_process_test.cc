@@ -4,8 +4,13 @@
 // respawned rank). Each test asserts the error, the rank it names and a time bound. The rank
 // program is collective_child.cc; the demo is examples/elastic_train.cc.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -127,6 +132,49 @@ TEST(FaultTolerance, RevokeOnOneRankEndsEveryRanksOperation) {
     EXPECT_TRUE(contains(line, "revoked: ")) << line;
     EXPECT_TRUE(contains(line, "rank 2 revoked the communicator")) << line;
   }
+}
+
+// `weft diag` on a running job: rank 2 sleeps instead of entering allreduce #21 (the operation
+// timeout is a minute away); the report names it, and the JSON holds every rank's record.
+TEST(FaultTolerance, DiagNamesTheRankThatHasNotEnteredTheCollective) {
+  ScopedEnv env({{"WEFT_TIMEOUT", "60s"}});
+  ToolProcess job({"run", "-n", "3", "--grace", "1", "--timeout", "90", WEFT_CHILD_PATH, "2", "40",
+                   "absent"});
+  const std::string line = job.wait_for_line("rank 0: store ");
+  ASSERT_FALSE(line.empty());
+  const std::string addr = line.substr(line.find("store ") + 6);
+  const std::string json_path = ::testing::TempDir() + "weft-diag-test.json";
+  const std::string expected = "rank 2 has not entered allreduce #21 (f32 x 64, sum) (ranks 0,1 "
+                               "waiting in it since";
+  ToolResult diag;
+  // The others reach allreduce #21 within moments; ask until they have.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    diag = run_tool({"diag", "--store", addr, "--wait", "5", "--json", json_path});
+    if (contains(diag.out, expected)) break;
+    std::this_thread::sleep_for(milliseconds(300));
+  }
+  EXPECT_EQ(diag.exit_code, 0) << diag.out << diag.err;
+  EXPECT_TRUE(contains(diag.out, expected)) << diag.out << diag.err;
+  EXPECT_LT(diag.elapsed, milliseconds(10000));
+  std::ifstream in(json_path);
+  auto doc = nlohmann::json::parse(in, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded());
+  ASSERT_EQ(doc["communicators"].size(), 1u) << doc.dump();
+  const auto& comm = doc["communicators"][0];
+  EXPECT_EQ(comm["size"], 3);
+  ASSERT_EQ(comm["ranks"].size(), 3u);
+  for (const auto& rank : comm["ranks"]) {
+    ASSERT_TRUE(rank.is_object());
+    EXPECT_FALSE(rank["entries"].empty());
+  }
+  EXPECT_TRUE(contains(comm["report"][0].get<std::string>(), "rank 2 has not entered")) << doc.dump();
+  ::kill(job.pid(), SIGINT);
+  job.finish();
+  // Without a job, diag says so.
+  ToolResult none = run_tool({"diag", "--store", addr, "--wait", "1"});
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_TRUE(contains(none.err, "cannot reach the store") || contains(none.err, "no running"))
+      << none.err;
 }
 
 // The scenario end to end: 4 ranks train; rank 2 is SIGKILLed in a gradient allreduce;

@@ -78,6 +78,21 @@ bool ToolProcess::wait_for_lines(const std::string& needle, int count) {
   }
 }
 
+std::string ToolProcess::wait_for_line(const std::string& needle) {
+  while (true) {
+    const size_t pos = result_.out.find(needle);
+    if (pos != std::string::npos) {
+      const size_t begin = result_.out.rfind('\n', pos);
+      const size_t end = result_.out.find('\n', pos);
+      if (end != std::string::npos) {
+        const size_t from = begin == std::string::npos ? 0 : begin + 1;
+        return result_.out.substr(from, end - from);
+      }
+    }
+    if (!read_some(out_fd_, result_.out)) return "";
+  }
+}
+
 ToolResult ToolProcess::finish() {
   pollfd fds[2] = {{out_fd_, POLLIN, 0}, {err_fd_, POLLIN, 0}};
   int open_streams = 2;

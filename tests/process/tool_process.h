@@ -31,6 +31,8 @@ class ToolProcess {
   pid_t pid() const { return pid_; }
   // Reads stdout until `count` lines containing `needle` arrived (or it ended); true if they did.
   bool wait_for_lines(const std::string& needle, int count);
+  // Reads stdout until a whole line containing `needle` arrived; returns it ("" at the end).
+  std::string wait_for_line(const std::string& needle);
   // Reads both streams to the end and reaps the tool.
   ToolResult finish();
 
