@@ -206,8 +206,11 @@ Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq) {
 }
 
 Status run_collective(Context& ctx, const CollectiveArgs& args) {
-  const Algorithm a =
-      selected_algorithm(args.kind, payload_bytes(args, ctx.size()), ctx.size(), ctx.options());
+  return run_collective(
+      ctx, args, selected_algorithm(args.kind, payload_bytes(args, ctx.size()), ctx.size(), ctx.options()));
+}
+
+Status run_collective(Context& ctx, const CollectiveArgs& args, Algorithm a) {
   Algo algo = lookup(a, args.kind);
   if (algo == nullptr) {
     return Status(ErrorCode::internal,

@@ -17,6 +17,8 @@
 namespace weft {
 
 Status run_collective(Context& ctx, const CollectiveArgs& args);
+// The same with the algorithm already chosen (selected_algorithm with the same arguments).
+Status run_collective(Context& ctx, const CollectiveArgs& args, Algorithm algorithm);
 
 // The algorithm run_collective runs for a call of `kind` moving `bytes` (see payload_bytes) in a
 // group of `world_size`. Never returns Algorithm::automatic.

@@ -265,38 +265,31 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     work->finish(Status(ErrorCode::aborted, fmt::format("rank {}: communicator is shut down", rank())));
     return work;
   }
-  FlightEntry entry;
-  entry.kind = op.kind;
-  entry.queued = FlightEntry::Clock::now();
+  const auto queued = std::chrono::steady_clock::now();
+  const bool run_now = queue_.empty() && !running_;
   if (!op.p2p) {
     op.fp = make_fingerprint(op.args, ++next_seq_);
-    entry.dtype = op.fp.dtype;
-    entry.op = op.fp.op;
-    entry.root = op.fp.root;
-    entry.count = op.fp.count;
-    entry.seq = op.fp.seq;
-    entry.algorithm = hierarchy_ && Hierarchy::handles(op.args, options_)
-                          ? to_string(Algorithm::hierarchical)
-                          : to_string(selected_algorithm(op.args.kind,
-                                                         payload_bytes(op.args, size()), size(),
-                                                         options_));
+    op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
+    op.algorithm = op.hierarchical ? Algorithm::hierarchical
+                                   : selected_algorithm(op.args.kind, payload_bytes(op.args, size()),
+                                                        size(), options_);
+    // Run at once: recorded as running from the start (one recorder update less).
+    if (run_now) op.started = queued;
+    op.record = recorder_->add_collective(op.kind, op.fp.dtype, op.fp.op, op.fp.root,
+                                          op.fp.count, op.fp.seq, op.algorithm, queued,
+                                          run_now);
   } else {
+    FlightEntry entry;
+    entry.kind = op.kind;
+    entry.queued = queued;
     entry.count = op.bytes;
     entry.peer = op.peer;
     entry.tag = op.tag;
     entry.work = work;
     std::erase_if(p2p_in_flight_, [](const auto& w) { return w->test(); });
     p2p_in_flight_.push_back(work);
+    op.record = recorder_->add(std::move(entry));
   }
-  const auto queued = entry.queued;
-  const bool run_now = queue_.empty() && !running_;
-  if (run_now && !op.p2p) {
-    // Recorded as running from the start: one recorder update less on the common path.
-    entry.state = FlightEntry::State::running;
-    entry.started = queued;
-    op.started = queued;
-  }
-  op.record = recorder_->add(std::move(entry));
   if (run_now) {
     running_ = true;
     lock.unlock();
@@ -346,6 +339,7 @@ Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
 
 void CommunicatorImpl::execute(Op& op) {
   if (Status b = broken(); !b.ok()) {
+    recorder_->mark_ended(op.record, b);  // also gives its slot back to the recorder
     op.work->finish(b);
     return;
   }
@@ -363,7 +357,7 @@ void CommunicatorImpl::execute(Op& op) {
     op.work->arm_p2p(WorkImpl::Clock::now() + options_.timeout,
                      [this, copy](const WorkImpl& w) { return p2p_deadline_passed(w, copy); });
     // It ends in the transport; snapshots read the Work's state.
-    recorder_->mark_running(op.record, FlightEntry::Clock::now());
+    recorder_->mark_posted(op.record, FlightEntry::Clock::now());
     if (op.kind == OpKind::send) {
       transport_->post_send(&r);
     } else {
@@ -379,13 +373,13 @@ void CommunicatorImpl::execute(Op& op) {
   op.work->mark_started(started);
   if (op.started == std::chrono::steady_clock::time_point{}) recorder_->mark_running(op.record, started);
   Status st;
-  if (hierarchy_ && Hierarchy::handles(op.args, options_)) {
+  if (op.hierarchical) {
     st = hierarchy_->run(op.args, *pool_);
   } else {
     transport_->begin_operation(op.fp);
     {
       Context ctx(*transport_, options_, op.fp, *pool_, started);
-      st = run_collective(ctx, op.args);
+      st = run_collective(ctx, op.args, op.algorithm);
     }
     transport_->end_operation();
   }

@@ -79,6 +79,8 @@ class CommunicatorImpl {
     bool p2p = false;
     CollectiveArgs args;
     Fingerprint fp;
+    Algorithm algorithm = Algorithm::automatic;  // collectives: chosen once at submission
+    bool hierarchical = false;                   // run by the Hierarchy
     OpKind kind = OpKind::send;
     void* buf = nullptr;
     size_t bytes = 0;

@@ -4,6 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <bit>
+#include <cstring>
+#include <thread>
+
 #include "transport/transport.h"
 #include "weft/work.h"
 
@@ -19,53 +23,218 @@ const char* to_string(FlightEntry::State s) {
   return "?";
 }
 
-FlightRecorder::FlightRecorder(size_t capacity) : ring_(capacity) {}
+// One ring slot, one cache line: recording an operation touches nothing else. Every field a
+// snapshot reads without the mutex is atomic (relaxed: the version orders them); `version` is odd
+// while a writer is inside. `open`: the operation has not ended (or, for point-to-point, not yet
+// been handed to its Work): add() must not reuse the slot. Point-to-point details, the error text
+// and the Work live in the slot's Aux, under aux_mu_.
+struct alignas(64) FlightRecorder::Slot {
+  std::atomic<uint32_t> version{0};
+  std::atomic<uint8_t> kind{0}, dtype{0}, op{0}, state{0};
+  std::atomic<bool> open{false};
+  std::atomic<bool> has_aux{false};
+  std::atomic<uint8_t> algorithm{kNoAlgorithm};  // an Algorithm, or kNoAlgorithm
+  std::atomic<int32_t> root{-1};
+  std::atomic<uint64_t> id{0};
+  std::atomic<uint64_t> count{0}, seq{0};
+  std::atomic<int64_t> queued{0}, started{0}, ended{0};  // Clock ticks; 0: not yet
+  static constexpr uint8_t kNoAlgorithm = 0xff;
+};
+static_assert(sizeof(std::atomic<uint64_t>) == 8);
+
+struct FlightRecorder::Aux {
+  int peer = -1;
+  uint32_t tag = 0;
+  std::string error;
+  std::weak_ptr<Work> work;
+};
+
+namespace {
+
+using Clock = FlightEntry::Clock;
+
+int64_t ticks(Clock::time_point t) { return t.time_since_epoch().count(); }
+Clock::time_point from_ticks(int64_t t) { return Clock::time_point(Clock::duration(t)); }
+
+// Seqlock writer brackets: the odd version is visible before any field changes, the even one
+// after all of them.
+void write_begin(std::atomic<uint32_t>& v) {
+  v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+void write_end(std::atomic<uint32_t>& v) {
+  v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+constexpr auto R = std::memory_order_relaxed;
+
+}  // namespace
+
+// A power of two, so finding a slot is a mask, not a division (on the path of every operation).
+FlightRecorder::FlightRecorder(size_t capacity)
+    : capacity_(capacity > 0 ? std::bit_ceil(capacity) : 0),
+      slots_(capacity_ > 0 ? std::make_unique<Slot[]>(capacity_) : nullptr),
+      aux_(capacity_) {}
+
+FlightRecorder::~FlightRecorder() = default;
+
+FlightRecorder::Slot* FlightRecorder::slot_of(uint64_t id) const {
+  if (id == 0 || capacity_ == 0) return nullptr;
+  return &slots_[(id - 1) & (capacity_ - 1)];
+}
 
 uint64_t FlightRecorder::add(FlightEntry&& entry) {
-  if (ring_.empty()) return 0;
-  std::lock_guard<std::mutex> lock(mu_);
-  entry.id = next_id_++;
-  ring_[(entry.id - 1) % ring_.size()] = std::move(entry);
-  return next_id_ - 1;
-}
-
-FlightEntry* FlightRecorder::find(uint64_t id) {
-  if (id == 0 || ring_.empty()) return nullptr;
-  FlightEntry& e = ring_[(id - 1) % ring_.size()];
-  return e.id == id ? &e : nullptr;
-}
-
-void FlightRecorder::mark_running(uint64_t id, FlightEntry::Clock::time_point started) {
-  if (id == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (FlightEntry* e = find(id)) {
-    e->state = FlightEntry::State::running;
-    e->started = started;
+  if (capacity_ == 0) return 0;
+  uint8_t algorithm = Slot::kNoAlgorithm;
+  for (int a = 0; entry.algorithm != nullptr && a < kAlgorithmCount; ++a) {
+    if (std::strcmp(entry.algorithm, to_string(static_cast<Algorithm>(a))) == 0) {
+      algorithm = static_cast<uint8_t>(a);
+    }
   }
+  const uint64_t id = next_id_.load(R);
+  Slot& s = *slot_of(id);
+  // Acquire: the last writer of an ended operation released the slot after its final write.
+  if (s.open.load(std::memory_order_acquire)) return 0;
+  write_begin(s.version);
+  s.id.store(id, R);
+  s.kind.store(static_cast<uint8_t>(entry.kind), R);
+  s.dtype.store(static_cast<uint8_t>(entry.dtype), R);
+  s.op.store(static_cast<uint8_t>(entry.op), R);
+  s.state.store(static_cast<uint8_t>(entry.state), R);
+  s.root.store(entry.root, R);
+  s.count.store(entry.count, R);
+  s.seq.store(entry.seq, R);
+  s.algorithm.store(algorithm, R);
+  s.queued.store(ticks(entry.queued), R);
+  s.started.store(entry.started == Clock::time_point{} ? 0 : ticks(entry.started), R);
+  s.ended.store(entry.ended == Clock::time_point{} ? 0 : ticks(entry.ended), R);
+  const bool aux = !entry.error.empty() || !entry.work.expired() || entry.peer != -1 || entry.tag != 0;
+  if (aux || s.has_aux.load(R)) {
+    std::lock_guard<std::mutex> lock(aux_mu_);
+    Aux& x = aux_[static_cast<size_t>(&s - slots_.get())];
+    x.peer = entry.peer;
+    x.tag = entry.tag;
+    x.error = std::move(entry.error);
+    x.work = std::move(entry.work);
+    s.has_aux.store(aux, R);
+  }
+  const bool ended =
+      entry.state == FlightEntry::State::done || entry.state == FlightEntry::State::failed;
+  s.open.store(!ended, R);
+  write_end(s.version);
+  next_id_.store(id + 1, std::memory_order_release);
+  return id;
+}
+
+uint64_t FlightRecorder::add_collective(OpKind kind, DataType dtype, ReduceOp op, int root,
+                                        uint64_t count, uint64_t seq, Algorithm algorithm,
+                                        Clock::time_point queued, bool running) {
+  if (capacity_ == 0) return 0;
+  const uint64_t id = next_id_.load(R);
+  Slot& s = *slot_of(id);
+  if (s.open.load(std::memory_order_acquire)) return 0;
+  write_begin(s.version);
+  s.id.store(id, R);
+  s.kind.store(static_cast<uint8_t>(kind), R);
+  s.dtype.store(static_cast<uint8_t>(dtype), R);
+  s.op.store(static_cast<uint8_t>(op), R);
+  s.state.store(static_cast<uint8_t>(running ? FlightEntry::State::running : FlightEntry::State::queued), R);
+  s.root.store(root, R);
+  s.count.store(count, R);
+  s.seq.store(seq, R);
+  s.algorithm.store(static_cast<uint8_t>(algorithm), R);
+  s.queued.store(ticks(queued), R);
+  s.started.store(running ? ticks(queued) : 0, R);
+  s.ended.store(0, R);
+  if (s.has_aux.load(R)) {
+    std::lock_guard<std::mutex> lock(aux_mu_);
+    aux_[static_cast<size_t>(&s - slots_.get())] = Aux();
+    s.has_aux.store(false, R);
+  }
+  s.open.store(true, R);
+  write_end(s.version);
+  next_id_.store(id + 1, std::memory_order_release);
+  return id;
+}
+
+void FlightRecorder::update(uint64_t id, FlightEntry::State state, Clock::time_point started,
+                            Clock::time_point ended, const Status* status, bool release) {
+  Slot* s = slot_of(id);
+  // While open the slot is ours: add() does not take it, so the id cannot change under us.
+  if (s == nullptr || s->id.load(R) != id || !s->open.load(R)) return;
+  write_begin(s->version);
+  s->state.store(static_cast<uint8_t>(state), R);
+  if (started != Clock::time_point{}) s->started.store(ticks(started), R);
+  if (ended != Clock::time_point{}) s->ended.store(ticks(ended), R);
+  if (status != nullptr && !status->ok()) {
+    std::lock_guard<std::mutex> lock(aux_mu_);
+    aux_[static_cast<size_t>(s - slots_.get())].error = status->to_string();
+    s->has_aux.store(true, R);
+  }
+  write_end(s->version);
+  if (release) s->open.store(false, std::memory_order_release);
+}
+
+void FlightRecorder::mark_running(uint64_t id, Clock::time_point started) {
+  update(id, FlightEntry::State::running, started, {}, nullptr, false);
+}
+
+void FlightRecorder::mark_posted(uint64_t id, Clock::time_point started) {
+  update(id, FlightEntry::State::running, started, {}, nullptr, true);
 }
 
 void FlightRecorder::mark_ended(uint64_t id, const Status& status) {
   if (id == 0) return;
-  mark_ended(id, status, FlightEntry::Clock::now());
+  mark_ended(id, status, Clock::now());
 }
 
-void FlightRecorder::mark_ended(uint64_t id, const Status& status,
-                                FlightEntry::Clock::time_point ended) {
-  if (id == 0) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (FlightEntry* e = find(id)) {
-    e->state = status.ok() ? FlightEntry::State::done : FlightEntry::State::failed;
-    e->ended = ended;
-    if (!status.ok()) e->error = status.to_string();
-  }
+void FlightRecorder::mark_ended(uint64_t id, const Status& status, Clock::time_point ended) {
+  update(id, status.ok() ? FlightEntry::State::done : FlightEntry::State::failed, {}, ended,
+         &status, true);
 }
 
 std::vector<FlightEntry> FlightRecorder::snapshot() const {
   std::vector<FlightEntry> out;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const uint64_t n = std::min<uint64_t>(next_id_ - 1, ring_.size());
-    for (uint64_t id = next_id_ - n; id < next_id_; ++id) out.push_back(ring_[(id - 1) % ring_.size()]);
+  if (capacity_ == 0) return out;
+  const uint64_t next = next_id_.load(std::memory_order_acquire);
+  const uint64_t n = std::min<uint64_t>(next - 1, capacity_);
+  for (uint64_t id = next - n; id < next; ++id) {
+    const Slot& s = *slot_of(id);
+    FlightEntry e;
+    bool aux = false;
+    for (int attempt = 0;; ++attempt) {
+      const uint32_t v1 = s.version.load(std::memory_order_acquire);
+      if ((v1 & 1) == 0) {
+        e.id = s.id.load(R);
+        e.kind = static_cast<OpKind>(s.kind.load(R));
+        e.dtype = static_cast<DataType>(s.dtype.load(R));
+        e.op = static_cast<ReduceOp>(s.op.load(R));
+        e.state = static_cast<FlightEntry::State>(s.state.load(R));
+        e.root = s.root.load(R);
+        e.count = s.count.load(R);
+        e.seq = s.seq.load(R);
+        const uint8_t a = s.algorithm.load(R);
+        e.algorithm = a < kAlgorithmCount ? to_string(static_cast<Algorithm>(a)) : nullptr;
+        e.queued = from_ticks(s.queued.load(R));
+        const int64_t st = s.started.load(R), en = s.ended.load(R);
+        e.started = st == 0 ? Clock::time_point{} : from_ticks(st);
+        e.ended = en == 0 ? Clock::time_point{} : from_ticks(en);
+        aux = s.has_aux.load(R);
+        std::atomic_thread_fence(std::memory_order_acquire);
+        if (s.version.load(R) == v1) break;
+      }
+      if (attempt > 64) std::this_thread::yield();
+    }
+    if (e.id != id) continue;  // not recorded (its slot was still busy) or already reused
+    if (aux) {
+      std::lock_guard<std::mutex> lock(aux_mu_);
+      const Aux& x = aux_[static_cast<size_t>(&s - slots_.get())];
+      e.peer = x.peer;
+      e.tag = x.tag;
+      e.error = x.error;
+      e.work = x.work;
+    }
+    out.push_back(std::move(e));
   }
   for (FlightEntry& e : out) {
     if (e.state != FlightEntry::State::running) continue;

@@ -2,12 +2,20 @@
 //
 // Each operation gets an entry when it is submitted (state queued), is marked running when it
 // starts and done/failed when it ends. Point-to-point operations complete inside the transport,
-// so their entry keeps a weak reference to the Work and reads its state when a snapshot is taken.
-// When the ring is full the oldest entry is overwritten; updates to an overwritten entry are
-// dropped. A capacity of 0 records nothing. All methods are thread-safe; each takes one short
-// lock, so recording costs well under a microsecond per operation.
+// so their entry keeps a weak reference to the Work and reads its state when a snapshot is taken
+// (mark_posted hands the entry over to it). When the ring is full the oldest entry is
+// overwritten, but never one whose operation is still open: an operation submitted while
+// `capacity` older ones are all still open is not recorded. The capacity is rounded up to a power
+// of two; 0 records nothing.
+//
+// Cost: recording sits on the path of every operation, so writers take no lock. add() calls must
+// be serialised by the caller (the communicator submits under its own lock); mark_* are called by
+// the thread that runs the operation. Each slot is a seqlock (a version that is odd while a
+// writer changes it) over atomic fields: a snapshot copies a slot and retries if the version
+// moved. The rare fields (error text, Work) live under a mutex.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -15,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "weft/options.h"
 #include "weft/status.h"
 #include "weft/types.h"
 
@@ -47,10 +56,19 @@ const char* to_string(FlightEntry::State s);
 class FlightRecorder {
  public:
   explicit FlightRecorder(size_t capacity);
+  ~FlightRecorder();
 
-  // Records a new entry (its id is set here) and returns the id; 0 when recording is off.
+  // Records a new entry (its id is set here) and returns the id; 0 when recording is off or the
+  // slot it would take holds an operation that is still open. Calls must not overlap.
   uint64_t add(FlightEntry&& entry);
+  // add() for a collective without building an entry (the common path): queued (and running
+  // from the same moment when `running`).
+  uint64_t add_collective(OpKind kind, DataType dtype, ReduceOp op, int root, uint64_t count,
+                          uint64_t seq, Algorithm algorithm, FlightEntry::Clock::time_point queued,
+                          bool running);
   void mark_running(uint64_t id, FlightEntry::Clock::time_point started);
+  // Point-to-point: running from `started`, and from now on its state is read from its Work.
+  void mark_posted(uint64_t id, FlightEntry::Clock::time_point started);
   void mark_ended(uint64_t id, const Status& status);
   void mark_ended(uint64_t id, const Status& status, FlightEntry::Clock::time_point ended);
 
@@ -64,11 +82,18 @@ class FlightRecorder {
   std::string pending_summary() const;
 
  private:
-  FlightEntry* find(uint64_t id);  // mu_ held
+  struct Slot;
+  struct Aux;
+  Slot* slot_of(uint64_t id) const;
+  // Marks the end of the writer's ownership of an open slot (add may reuse it after this).
+  void update(uint64_t id, FlightEntry::State state, FlightEntry::Clock::time_point started,
+              FlightEntry::Clock::time_point ended, const Status* status, bool release);
 
-  mutable std::mutex mu_;
-  std::vector<FlightEntry> ring_;  // ring_[(id - 1) % capacity]
-  uint64_t next_id_ = 1;
+  const size_t capacity_;
+  std::unique_ptr<Slot[]> slots_;
+  std::atomic<uint64_t> next_id_{1};
+  std::vector<Aux> aux_;       // one per slot, guarded by aux_mu_
+  mutable std::mutex aux_mu_;
 };
 
 }  // namespace weft
