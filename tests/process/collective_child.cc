@@ -3,8 +3,8 @@
 //   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort|revoke|absent] [OP]
 //
 // Joins through Communicator::from_env and runs ITERATIONS small collectives OP (allreduce by
-// default; also broadcast, reduce, allgather, reduce_scatter, gather, scatter, alltoall,
-// barrier). Rank VICTIM, after half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs),
+// default; also broadcast, reduce, allgather, allgatherv, reduce_scatter, gather, scatter,
+// alltoall, alltoallv, barrier). Rank VICTIM, after half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs),
 // calls a broadcast instead (mismatch), calls abort() and exits 9 (abort), calls revoke() and
 // prints the status its next collective gets (revoke), or sleeps for a minute instead of calling
 // the collective (absent: alive, but never enters it). A barrier follows the loop. The other
@@ -20,6 +20,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "weft/communicator.h"
 
@@ -37,6 +38,13 @@ weft::Status run_op(weft::Communicator& c, const std::string& op, float* in, flo
   if (op == "scatter") return c.scatter(in, out, kCount, DataType::fp32, 0);
   if (op == "alltoall") return c.alltoall(in, out, kCount, DataType::fp32);
   if (op == "barrier") return c.barrier();
+  if (op == "allgatherv" || op == "alltoallv") {
+    const std::vector<size_t> counts(static_cast<size_t>(c.size()), kCount);
+    std::vector<size_t> displs(counts.size());
+    for (size_t r = 0; r < displs.size(); ++r) displs[r] = r * kCount;
+    if (op == "allgatherv") return c.allgatherv(in, kCount, out, counts, displs, DataType::fp32);
+    return c.alltoallv(in, counts, displs, out, counts, displs, DataType::fp32);
+  }
   return c.allreduce(in, out, 64, DataType::fp32, ReduceOp::sum);
 }
 

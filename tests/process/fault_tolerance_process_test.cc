@@ -74,8 +74,8 @@ INSTANTIATE_TEST_SUITE_P(
     Collectives, KilledRank,
     ::testing::Combine(::testing::Values("tcp", "shm"),
                        ::testing::Values("allreduce", "broadcast", "reduce", "allgather",
-                                         "reduce_scatter", "gather", "scatter", "alltoall",
-                                         "barrier")),
+                                         "allgatherv", "reduce_scatter", "gather", "scatter",
+                                         "alltoall", "alltoallv", "barrier")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 class FrozenRank : public ::testing::TestWithParam<std::string> {};
