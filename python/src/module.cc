@@ -474,6 +474,35 @@ void bind_comm(py::module_& m) {
       .def(
           "abort", [](Comm& c, const std::string& why) { c.abort(why); },
           "reason"_a = "abort() called from Python")
+      .def(
+          "revoke", [](Comm& c) { c.revoke(); },
+          "Invalidates the communicator on every rank: pending and later operations raise "
+          "weft.Error with code 'revoked'. Then call shrink().")
+      .def(
+          "agree",
+          [](Comm& c, uint64_t flag) {
+            Agreement a = check(without_gil([&] { return c.agree(flag); }));
+            return py::make_tuple(a.flag, a.alive, a.failed);
+          },
+          "flag"_a,
+          "Fault-tolerant agreement among the ranks still alive: returns (AND of their flags, "
+          "alive ranks, failed ranks), the same on every rank. Works on a broken communicator.")
+      .def(
+          "shrink",
+          [](Comm& c) { return CommPtr(check(without_gil([&] { return c.shrink(); })).release()); },
+          "The survivors' communicator (revokes this one; dense new ranks in the old order). "
+          "Every surviving rank calls it; see docs/fault-tolerance.md.")
+      .def(
+          "grow",
+          [](Comm& c, int count) {
+            return CommPtr(check(without_gil([&] { return c.grow(count); })).release());
+          },
+          "count"_a,
+          "Adds `count` ranks that call weft.join(); members keep their ranks. Every member "
+          "calls it.")
+      .def(
+          "pending_joins", [](const Comm& c) { return check(c.pending_joins()); },
+          "How many ranks wait in weft.join() (rank 0 should broadcast it before grow()).")
       .def("shutdown", [](Comm& c) { check(without_gil([&] { return c.shutdown(); })); });
 }
 
@@ -554,6 +583,21 @@ PYBIND11_MODULE(_weft, m) {
       "Creates a communicator: from the launcher's environment (weft run, torchrun, mpirun, "
       "srun), or from rank, size and store. Keyword arguments set options by name "
       "(timeout=datetime.timedelta(seconds=10), chunk_bytes='1M', algo_allreduce='ring', ...).");
+  m.def(
+      "join",
+      [](std::shared_ptr<Store> store, const py::kwargs& kwargs) {
+        Options o = options_from_kwargs(kwargs, Options());
+        auto comm = check(without_gil([&]() -> Result<std::unique_ptr<Communicator>> {
+          auto merged = Options::from_env(o);
+          if (!merged.ok()) return merged.status();
+          return Communicator::join(merged.value(), store);
+        }));
+        return CommPtr(comm.release());
+      },
+      "store"_a,
+      "Joins a running job through its store: waits until its ranks call grow(), then returns "
+      "the grown communicator (this rank gets one of the new ranks). Keyword arguments set "
+      "options as in init().");
   m.attr("__version__") = WEFT_VERSION_STRING;
   m.attr("ANY_SOURCE") = kAnySource;
 }

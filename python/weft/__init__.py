@@ -23,9 +23,10 @@ from ._weft import (  # noqa: F401
     Work,
     __version__,
     init,
+    join,
 )
 
 __all__ = [
     "ANY_SOURCE", "Communicator", "Error", "FileStore", "MemoryStore", "Store", "TCPStore", "TCPStoreServer",
-    "TimeoutError", "Work", "init", "__version__",
+    "TimeoutError", "Work", "init", "join", "__version__",
 ]

@@ -240,6 +240,67 @@ if rank == 0:
     expect(time.monotonic() - t0 < 10, f"dropping thread-rank communicators took "
            f"{time.monotonic() - t0:.1f} s")
 
+    # Fault tolerance from Python (threads as ranks): agree, grow by a joiner, revoke, shrink.
+    st3 = weft.MemoryStore()
+    ft_errors = []
+
+    def member(r):
+        try:
+            c = weft.init(rank=r, size=2, store=st3, timeout=datetime.timedelta(seconds=20))
+            flag, alive, failed = c.agree(0b11 if r == 0 else 0b10)
+            if (flag, alive, failed) != (0b10, [0, 1], []):
+                ft_errors.append(f"agree: {(flag, alive, failed)}")
+            if r == 0:
+                while c.pending_joins() < 1:
+                    time.sleep(0.01)
+            g = c.grow(1)
+            x = np.full(4, float(g.rank + 1))
+            g.allreduce(x)
+            if g.size != 3 or g.rank != r or not np.all(x == 6.0):
+                ft_errors.append(f"grow: size {g.size} rank {g.rank} {x}")
+            if r == 0:
+                time.sleep(0.3)  # the others' last allreduce messages are out (revoke drops queued ones)
+                g.revoke()
+            try:
+                g.barrier()
+                ft_errors.append("barrier after revoke succeeded")
+            except weft.Error as e:
+                if e.code != "revoked":
+                    ft_errors.append(f"revoke: {e.code}: {e}")
+            s = g.shrink()
+            y = np.ones(2)
+            s.allreduce(y)
+            if s.size != 3 or not np.all(y == 3.0):
+                ft_errors.append(f"shrink: size {s.size} {y}")
+        except Exception as e:  # noqa: BLE001
+            ft_errors.append(f"rank {r}: {e}")
+
+    def joiner():
+        try:
+            g = weft.join(st3, timeout=datetime.timedelta(seconds=20))
+            x = np.full(4, float(g.rank + 1))
+            g.allreduce(x)
+            if g.rank != 2 or not np.all(x == 6.0):
+                ft_errors.append(f"joiner: rank {g.rank} {x}")
+            try:
+                g.barrier()
+            except weft.Error as e:
+                if e.code != "revoked":
+                    ft_errors.append(f"joiner revoke: {e.code}")
+            s = g.shrink()
+            y = np.ones(2)
+            s.allreduce(y)
+        except Exception as e:  # noqa: BLE001
+            ft_errors.append(f"joiner: {e}")
+
+    ts = [threading.Thread(target=member, args=(r,)) for r in range(2)]
+    ts.append(threading.Thread(target=joiner))
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    expect(not ft_errors, f"fault tolerance: {ft_errors}")
+
 rec = comm.flight_record()
 expect(rec["rank"] == rank and rec["entries"], "flight record")
 last = rec["entries"][-1]
