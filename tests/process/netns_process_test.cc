@@ -93,8 +93,11 @@ TEST(NetworkLoss, BothRanksDeclareTheOtherFailedWhenTheLinkGoesDown) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
   TwoNamespaces ns;
   if (!ns.ok()) GTEST_SKIP() << "cannot create network namespaces and a veth pair here";
-  const std::string dir = ::testing::TempDir();
-  const std::string store_log = dir + "weft-netns-store.log";
+  // Per-process names, removed first: a stale log from an earlier run would give a stale port.
+  const std::string dir = ::testing::TempDir() + "weft-netns-" + std::to_string(::getpid()) + "-";
+  const std::string store_log = dir + "store.log";
+  const std::string log0 = dir + "rank0.log", log1 = dir + "rank1.log";
+  for (const std::string& f : {store_log, log0, log1}) std::remove(f.c_str());
   pid_t store = spawn(ns.exec_a() + WEFT_TOOL_PATH + " store --host 10.213.0.1 --port 0", store_log);
   std::string port;
   for (auto t0 = Clock::now(); port.empty() && Clock::now() - t0 < 10s;) {
@@ -113,7 +116,6 @@ TEST(NetworkLoss, BothRanksDeclareTheOtherFailedWhenTheLinkGoesDown) {
            std::to_string(rank) + " WEFT_IFACE=" + iface +
            " WEFT_PEER_TIMEOUT=1s WEFT_TIMEOUT=60s " + WEFT_CHILD_PATH + " -1 100000000";
   };
-  const std::string log0 = dir + "weft-netns-rank0.log", log1 = dir + "weft-netns-rank1.log";
   pid_t r0 = spawn(rank_cmd(0, ns.exec_a(), ns.va()), log0);
   pid_t r1 = spawn(rank_cmd(1, ns.exec_b(), ns.vb()), log1);
   // Let them connect and run allreduces for a moment (rank 0 prints the store line once joined).
@@ -137,6 +139,7 @@ TEST(NetworkLoss, BothRanksDeclareTheOtherFailedWhenTheLinkGoesDown) {
   EXPECT_NE(out0.find("rank 1 is not responding"), std::string::npos) << out0;
   EXPECT_NE(out1.find("peer lost"), std::string::npos) << out1;
   EXPECT_NE(out1.find("rank 0 is not responding"), std::string::npos) << out1;
+  for (const std::string& f : {store_log, log0, log1}) std::remove(f.c_str());
 }
 
 }  // namespace
