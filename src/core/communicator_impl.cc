@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -184,9 +185,16 @@ void CommunicatorImpl::diag_loop() {
   std::unique_lock<std::mutex> lock(watch_mu_);
   while (!watch_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return watch_stop_; })) {
     lock.unlock();
-    auto requests = root_store_->add("weft-diag/requests", 0);
-    if (requests.ok() && requests.value() > diag_seen_) {
-      diag_seen_ = requests.value();
+    // get() with no wait: bounded (about 250 ms to connect) even when the store is gone, e.g.
+    // hosted by a rank that already exited, so shutting down never waits long for this thread.
+    auto text = root_store_->get_string("weft-diag/requests", std::chrono::milliseconds(0));
+    int64_t requests = 0;
+    if (text.ok()) {
+      auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), requests);
+      if (ec != std::errc()) requests = 0;
+    }
+    if (requests > diag_seen_) {
+      diag_seen_ = requests;
       (void)root_store_->set(fmt::format("weft-diag/response/{}/{:016x}/rank{}", diag_seen_,
                                          token_, rank()),
                              flight_record_json());
