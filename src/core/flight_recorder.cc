@@ -83,78 +83,73 @@ FlightRecorder::Slot* FlightRecorder::slot_of(uint64_t id) const {
   return &slots_[(id - 1) & (capacity_ - 1)];
 }
 
-uint64_t FlightRecorder::add(FlightEntry&& entry) {
+// What both add() forms write into a slot (besides the Aux).
+struct FlightRecorder::Fields {
+  OpKind kind;
+  DataType dtype;
+  ReduceOp op;
+  FlightEntry::State state;
+  int root;
+  uint64_t count, seq;
+  uint8_t algorithm;
+  int64_t queued, started, ended;  // ticks; 0: not yet
+};
+
+uint64_t FlightRecorder::record(const Fields& f, Aux* aux) {
   if (capacity_ == 0) return 0;
-  uint8_t algorithm = Slot::kNoAlgorithm;
-  for (int a = 0; entry.algorithm != nullptr && a < kAlgorithmCount; ++a) {
-    if (std::strcmp(entry.algorithm, to_string(static_cast<Algorithm>(a))) == 0) {
-      algorithm = static_cast<uint8_t>(a);
-    }
-  }
   const uint64_t id = next_id_.load(R);
   Slot& s = *slot_of(id);
   // Acquire: the last writer of an ended operation released the slot after its final write.
   if (s.open.load(std::memory_order_acquire)) return 0;
   write_begin(s.version);
   s.id.store(id, R);
-  s.kind.store(static_cast<uint8_t>(entry.kind), R);
-  s.dtype.store(static_cast<uint8_t>(entry.dtype), R);
-  s.op.store(static_cast<uint8_t>(entry.op), R);
-  s.state.store(static_cast<uint8_t>(entry.state), R);
-  s.root.store(entry.root, R);
-  s.count.store(entry.count, R);
-  s.seq.store(entry.seq, R);
-  s.algorithm.store(algorithm, R);
-  s.queued.store(ticks(entry.queued), R);
-  s.started.store(entry.started == Clock::time_point{} ? 0 : ticks(entry.started), R);
-  s.ended.store(entry.ended == Clock::time_point{} ? 0 : ticks(entry.ended), R);
-  const bool aux = !entry.error.empty() || !entry.work.expired() || entry.peer != -1 || entry.tag != 0;
-  if (aux || s.has_aux.load(R)) {
+  s.kind.store(static_cast<uint8_t>(f.kind), R);
+  s.dtype.store(static_cast<uint8_t>(f.dtype), R);
+  s.op.store(static_cast<uint8_t>(f.op), R);
+  s.state.store(static_cast<uint8_t>(f.state), R);
+  s.root.store(f.root, R);
+  s.count.store(f.count, R);
+  s.seq.store(f.seq, R);
+  s.algorithm.store(f.algorithm, R);
+  s.queued.store(f.queued, R);
+  s.started.store(f.started, R);
+  s.ended.store(f.ended, R);
+  if (aux != nullptr || s.has_aux.load(R)) {
     std::lock_guard<std::mutex> lock(aux_mu_);
-    Aux& x = aux_[static_cast<size_t>(&s - slots_.get())];
-    x.peer = entry.peer;
-    x.tag = entry.tag;
-    x.error = std::move(entry.error);
-    x.work = std::move(entry.work);
-    s.has_aux.store(aux, R);
+    aux_[static_cast<size_t>(&s - slots_.get())] = aux != nullptr ? std::move(*aux) : Aux();
+    s.has_aux.store(aux != nullptr, R);
   }
-  const bool ended =
-      entry.state == FlightEntry::State::done || entry.state == FlightEntry::State::failed;
-  s.open.store(!ended, R);
+  s.open.store(f.state != FlightEntry::State::done && f.state != FlightEntry::State::failed, R);
   write_end(s.version);
   next_id_.store(id + 1, std::memory_order_release);
   return id;
 }
 
+uint64_t FlightRecorder::add(FlightEntry&& entry) {
+  uint8_t algorithm = Slot::kNoAlgorithm;
+  for (int a = 0; entry.algorithm != nullptr && a < kAlgorithmCount; ++a) {
+    if (std::strcmp(entry.algorithm, to_string(static_cast<Algorithm>(a))) == 0) {
+      algorithm = static_cast<uint8_t>(a);
+    }
+  }
+  auto t = [](Clock::time_point p) { return p == Clock::time_point{} ? 0 : ticks(p); };
+  const Fields f{entry.kind,  entry.dtype, entry.op,   entry.state,     entry.root,
+                 entry.count, entry.seq,   algorithm, ticks(entry.queued), t(entry.started),
+                 t(entry.ended)};
+  const bool has_aux =
+      !entry.error.empty() || !entry.work.expired() || entry.peer != -1 || entry.tag != 0;
+  Aux aux{entry.peer, entry.tag, std::move(entry.error), std::move(entry.work)};
+  return record(f, has_aux ? &aux : nullptr);
+}
+
 uint64_t FlightRecorder::add_collective(OpKind kind, DataType dtype, ReduceOp op, int root,
                                         uint64_t count, uint64_t seq, Algorithm algorithm,
                                         Clock::time_point queued, bool running) {
-  if (capacity_ == 0) return 0;
-  const uint64_t id = next_id_.load(R);
-  Slot& s = *slot_of(id);
-  if (s.open.load(std::memory_order_acquire)) return 0;
-  write_begin(s.version);
-  s.id.store(id, R);
-  s.kind.store(static_cast<uint8_t>(kind), R);
-  s.dtype.store(static_cast<uint8_t>(dtype), R);
-  s.op.store(static_cast<uint8_t>(op), R);
-  s.state.store(static_cast<uint8_t>(running ? FlightEntry::State::running : FlightEntry::State::queued), R);
-  s.root.store(root, R);
-  s.count.store(count, R);
-  s.seq.store(seq, R);
-  s.algorithm.store(static_cast<uint8_t>(algorithm), R);
-  s.queued.store(ticks(queued), R);
-  s.started.store(running ? ticks(queued) : 0, R);
-  s.ended.store(0, R);
-  if (s.has_aux.load(R)) {
-    std::lock_guard<std::mutex> lock(aux_mu_);
-    aux_[static_cast<size_t>(&s - slots_.get())] = Aux();
-    s.has_aux.store(false, R);
-  }
-  s.open.store(true, R);
-  write_end(s.version);
-  next_id_.store(id + 1, std::memory_order_release);
-  return id;
+  const Fields f{kind, dtype, op,
+                 running ? FlightEntry::State::running : FlightEntry::State::queued, root, count,
+                 seq, static_cast<uint8_t>(algorithm), ticks(queued), running ? ticks(queued) : 0,
+                 0};
+  return record(f, nullptr);
 }
 
 void FlightRecorder::update(uint64_t id, FlightEntry::State state, Clock::time_point started,

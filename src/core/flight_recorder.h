@@ -84,7 +84,11 @@ class FlightRecorder {
  private:
   struct Slot;
   struct Aux;
+  struct Fields;
   Slot* slot_of(uint64_t id) const;
+  // Writes a new entry into the next slot (Aux: point-to-point details, error, Work; nullptr:
+  // none); returns its id, or 0 when the slot still holds an open operation.
+  uint64_t record(const Fields& f, Aux* aux);
   // Marks the end of the writer's ownership of an open slot (add may reuse it after this).
   void update(uint64_t id, FlightEntry::State state, FlightEntry::Clock::time_point started,
               FlightEntry::Clock::time_point ended, const Status* status, bool release);

@@ -20,9 +20,8 @@ namespace {
 using namespace std::chrono_literals;
 constexpr uint64_t kToken = 0x5eed5eed1234ull;
 
-// Connects to rank 0 as rank 1, sends a valid HELLO, then `hostile` bytes; keeps the socket open
-// until `release` is set so the failure comes from the bytes, not from a closed connection.
-void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& release) {
+// Connects to rank 0 as rank 1 and sends a valid HELLO; *out stays invalid on failure.
+void handshake_as_rank1(Store& store, Fd* out) {
   // Publish an address record like a real rank 1 (same host as rank 0: one socket per pair).
   ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1")).ok());
   auto record = store.get_string("tcp/addr/0", 10s);
@@ -43,7 +42,16 @@ void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& re
   tcp::encode_header(h, hello);
   tcp::encode_hello({kToken, 1, 2, 0, 1}, hello + tcp::kHeaderBytes);
   ASSERT_TRUE(tcp::write_all(fd->get(), hello, sizeof(hello), tcp::Clock::now() + 10s).ok());
-  ASSERT_TRUE(tcp::write_all(fd->get(), hostile.data(), hostile.size(), tcp::Clock::now() + 10s).ok());
+  *out = std::move(fd.value());
+}
+
+// Connects as rank 1, then sends `hostile` bytes; keeps the socket open until `release` is set so
+// the failure comes from the bytes, not from a closed connection.
+void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& release) {
+  Fd fd;
+  handshake_as_rank1(store, &fd);
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(tcp::write_all(fd.get(), hostile.data(), hostile.size(), tcp::Clock::now() + 10s).ok());
   while (!release.load()) std::this_thread::sleep_for(10ms);
 }
 
@@ -137,37 +145,21 @@ TEST(TcpHostilePeer, BadFramesEndPendingReceiveWithProtocolError) {
 // A peer that completes the handshake and then stays connected: silent, or sending a heartbeat
 // every 50 ms. Counts the heartbeat frames rank 0 sends it.
 void quiet_peer(Store& store, bool beat, std::atomic<bool>& release, std::atomic<int>& beats_in) {
-  ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1")).ok());
-  auto record = store.get_string("tcp/addr/0", 10s);
-  ASSERT_TRUE(record.ok());
-  std::istringstream in(record.value());
-  std::string host, ip, port;
-  std::getline(in, host);
-  std::getline(in, ip);
-  std::getline(in, port);
-  auto fd = tcp::connect_tcp("127.0.0.1", static_cast<uint16_t>(std::stoi(port)),
-                             tcp::Clock::now() + 10s);
-  ASSERT_TRUE(fd.ok()) << fd.status().to_string();
-  uint8_t hello[tcp::kHeaderBytes + tcp::kHelloPayload];
-  tcp::FrameHeader h;
-  h.type = tcp::FrameType::hello;
-  h.comm = static_cast<uint32_t>(kToken);
-  h.length = tcp::kHelloPayload;
-  tcp::encode_header(h, hello);
-  tcp::encode_hello({kToken, 1, 2, 0, 1}, hello + tcp::kHeaderBytes);
-  ASSERT_TRUE(tcp::write_all(fd->get(), hello, sizeof(hello), tcp::Clock::now() + 10s).ok());
+  Fd fd;
+  handshake_as_rank1(store, &fd);
+  ASSERT_TRUE(fd.valid());
   tcp::FrameHeader hb;
   hb.type = tcp::FrameType::heartbeat;
   const std::vector<uint8_t> beat_frame = frame(hb);
   std::vector<uint8_t> got;
   while (!release.load()) {
     if (beat) {
-      ASSERT_TRUE(tcp::write_all(fd->get(), beat_frame.data(), beat_frame.size(),
+      ASSERT_TRUE(tcp::write_all(fd.get(), beat_frame.data(), beat_frame.size(),
                                  tcp::Clock::now() + 10s).ok());
     }
     uint8_t buf[4096];
     ssize_t n;
-    while ((n = ::recv(fd->get(), buf, sizeof(buf), MSG_DONTWAIT)) > 0) got.insert(got.end(), buf, buf + n);
+    while ((n = ::recv(fd.get(), buf, sizeof(buf), MSG_DONTWAIT)) > 0) got.insert(got.end(), buf, buf + n);
     for (; got.size() >= tcp::kHeaderBytes; got.erase(got.begin(), got.begin() + tcp::kHeaderBytes)) {
       auto d = tcp::decode_header(got.data(), tcp::FrameLimits{1024, 1 << 20});
       ASSERT_TRUE(d.ok()) << d.status().to_string();
