@@ -196,39 +196,41 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
   for (uint64_t id = next - n; id < next; ++id) {
     const Slot& s = *slot_of(id);
     FlightEntry e;
-    bool aux = false;
+    // The Aux is written inside the writer's version bracket, under aux_mu_: a version that is
+    // still v1 while we hold the mutex means the Aux belongs to the fields just read (a new
+    // operation taking the slot in between would have moved it).
     for (int attempt = 0;; ++attempt) {
-      const uint32_t v1 = s.version.load(std::memory_order_acquire);
-      if ((v1 & 1) == 0) {
-        e.id = s.id.load(R);
-        e.kind = static_cast<OpKind>(s.kind.load(R));
-        e.dtype = static_cast<DataType>(s.dtype.load(R));
-        e.op = static_cast<ReduceOp>(s.op.load(R));
-        e.state = static_cast<FlightEntry::State>(s.state.load(R));
-        e.root = s.root.load(R);
-        e.count = s.count.load(R);
-        e.seq = s.seq.load(R);
-        const uint8_t a = s.algorithm.load(R);
-        e.algorithm = a < kAlgorithmCount ? to_string(static_cast<Algorithm>(a)) : nullptr;
-        e.queued = from_ticks(s.queued.load(R));
-        const int64_t st = s.started.load(R), en = s.ended.load(R);
-        e.started = st == 0 ? Clock::time_point{} : from_ticks(st);
-        e.ended = en == 0 ? Clock::time_point{} : from_ticks(en);
-        aux = s.has_aux.load(R);
-        std::atomic_thread_fence(std::memory_order_acquire);
-        if (s.version.load(R) == v1) break;
-      }
       if (attempt > 64) std::this_thread::yield();
-    }
-    if (e.id != id) continue;  // not recorded (its slot was still busy) or already reused
-    if (aux) {
+      const uint32_t v1 = s.version.load(std::memory_order_acquire);
+      if ((v1 & 1) != 0) continue;
+      e.id = s.id.load(R);
+      e.kind = static_cast<OpKind>(s.kind.load(R));
+      e.dtype = static_cast<DataType>(s.dtype.load(R));
+      e.op = static_cast<ReduceOp>(s.op.load(R));
+      e.state = static_cast<FlightEntry::State>(s.state.load(R));
+      e.root = s.root.load(R);
+      e.count = s.count.load(R);
+      e.seq = s.seq.load(R);
+      const uint8_t a = s.algorithm.load(R);
+      e.algorithm = a < kAlgorithmCount ? to_string(static_cast<Algorithm>(a)) : nullptr;
+      e.queued = from_ticks(s.queued.load(R));
+      const int64_t st = s.started.load(R), en = s.ended.load(R);
+      e.started = st == 0 ? Clock::time_point{} : from_ticks(st);
+      e.ended = en == 0 ? Clock::time_point{} : from_ticks(en);
+      const bool aux = s.has_aux.load(R);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (s.version.load(R) != v1) continue;
+      if (!aux || e.id != id) break;
       std::lock_guard<std::mutex> lock(aux_mu_);
+      if (s.version.load(R) != v1) continue;
       const Aux& x = aux_[static_cast<size_t>(&s - slots_.get())];
       e.peer = x.peer;
       e.tag = x.tag;
       e.error = x.error;
       e.work = x.work;
+      break;
     }
+    if (e.id != id) continue;  // not recorded (its slot was still busy) or already reused
     out.push_back(std::move(e));
   }
   for (FlightEntry& e : out) {
