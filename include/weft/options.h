@@ -39,8 +39,12 @@ enum class Algorithm : uint8_t {
   // Across hosts: inside each host over shared memory, between hosts over TCP (allreduce,
   // allgather, reduce_scatter, broadcast). Runs flat (automatic) when every rank is on one host.
   hierarchical,
+  // One host, shared memory: every rank publishes its input in a buffer of its own that all
+  // ranks map and reads the peers' in place (every collective but alltoallv, while the call's
+  // payload fits the buffer: 16 KiB less a header). Elsewhere the selector's choice runs.
+  shm_direct,
 };
-inline constexpr int kAlgorithmCount = 9;
+inline constexpr int kAlgorithmCount = 10;
 
 WEFT_API const char* to_string(Algorithm a);
 WEFT_API std::optional<Algorithm> parse_algorithm(std::string_view s);

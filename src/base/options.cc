@@ -22,7 +22,8 @@ namespace {
 
 constexpr std::string_view kAlgorithmNames[kAlgorithmCount] = {
     "auto",     "ring",   "recursive_doubling", "halving_doubling",
-    "binomial", "direct", "pairwise",           "dissemination", "hierarchical"};
+    "binomial", "direct", "pairwise",           "dissemination", "hierarchical",
+    "shm_direct"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 std::string format_size(size_t n) {
@@ -82,6 +83,8 @@ bool algorithm_supports(Algorithm a, OpKind k) {
     case Algorithm::dissemination: return k == K::barrier;
     case Algorithm::hierarchical:
       return any_of({K::allreduce, K::allgather, K::reduce_scatter, K::broadcast});
+    case Algorithm::shm_direct:
+      return k != K::send && k != K::recv && k != K::alltoallv;
   }
   return false;
 }

@@ -22,6 +22,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::recursive_doubling: return coll::allreduce_recursive_doubling;
         case A::halving_doubling: return coll::allreduce_halving_doubling;
         case A::direct: return coll::allreduce_direct;
+        case A::shm_direct: return coll::allreduce_shm;
         default: return nullptr;
       }
     case OpKind::reduce_scatter:
@@ -29,6 +30,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::ring: return coll::reduce_scatter_ring;
         case A::halving_doubling: return coll::reduce_scatter_halving_doubling;
         case A::direct: return coll::reduce_scatter_direct;
+        case A::shm_direct: return coll::reduce_scatter_shm;
         default: return nullptr;
       }
     case OpKind::allgather:
@@ -36,12 +38,14 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::ring: return coll::allgather_ring;
         case A::recursive_doubling: return coll::allgather_recursive_doubling;
         case A::direct: return coll::allgather_direct;
+        case A::shm_direct: return coll::allgather_shm;
         default: return nullptr;
       }
     case OpKind::allgatherv:
       switch (a) {
         case A::ring: return coll::allgather_ring;
         case A::direct: return coll::allgather_direct;
+        case A::shm_direct: return coll::allgather_shm;
         default: return nullptr;
       }
     case OpKind::broadcast:
@@ -49,6 +53,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::binomial: return coll::broadcast_binomial;
         case A::ring: return coll::broadcast_ring;
         case A::direct: return coll::broadcast_direct;
+        case A::shm_direct: return coll::broadcast_shm;
         default: return nullptr;
       }
     case OpKind::reduce:
@@ -56,18 +61,21 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::binomial: return coll::reduce_binomial;
         case A::ring: return coll::reduce_ring;
         case A::direct: return coll::reduce_direct;
+        case A::shm_direct: return coll::reduce_shm;
         default: return nullptr;
       }
     case OpKind::gather:
       switch (a) {
         case A::binomial: return coll::gather_binomial;
         case A::direct: return coll::gather_direct;
+        case A::shm_direct: return coll::gather_shm;
         default: return nullptr;
       }
     case OpKind::scatter:
       switch (a) {
         case A::binomial: return coll::scatter_binomial;
         case A::direct: return coll::scatter_direct;
+        case A::shm_direct: return coll::scatter_shm;
         default: return nullptr;
       }
     case OpKind::alltoall:
@@ -75,6 +83,7 @@ Algo lookup(Algorithm a, OpKind kind) {
       switch (a) {
         case A::pairwise: return coll::alltoall_pairwise;
         case A::direct: return coll::alltoall_direct;
+        case A::shm_direct: return kind == OpKind::alltoall ? coll::alltoall_shm : nullptr;
         default: return nullptr;
       }
     case OpKind::barrier:
@@ -82,6 +91,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::dissemination: return coll::barrier_dissemination;
         case A::binomial: return coll::barrier_binomial;
         case A::direct: return coll::barrier_direct;
+        case A::shm_direct: return coll::barrier_shm;
         default: return nullptr;
       }
     case OpKind::send:
@@ -153,9 +163,15 @@ bool collective_implements(Algorithm algorithm, OpKind kind) {
   return algorithm == Algorithm::automatic || lookup(algorithm, kind) != nullptr;
 }
 
-Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options) {
+Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options,
+                             size_t shared_capacity) {
+  // Shared buffers hold one rank's whole input; every kind publishes at most `bytes` per rank.
+  const bool shared = shared_capacity > 0 && bytes <= shared_capacity && world_size > 1 &&
+                      lookup(A::shm_direct, kind) != nullptr;
   const Algorithm forced = options.algorithm(kind);
+  if (forced == A::shm_direct && !shared) return automatic_choice(kind, bytes, world_size);
   if (forced != Algorithm::automatic && lookup(forced, kind) != nullptr) return forced;
+  if (shared) return A::shm_direct;
   return automatic_choice(kind, bytes, world_size);
 }
 
@@ -206,8 +222,9 @@ Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq) {
 }
 
 Status run_collective(Context& ctx, const CollectiveArgs& args) {
-  return run_collective(
-      ctx, args, selected_algorithm(args.kind, payload_bytes(args, ctx.size()), ctx.size(), ctx.options()));
+  return run_collective(ctx, args,
+                        selected_algorithm(args.kind, payload_bytes(args, ctx.size()), ctx.size(),
+                                           ctx.options(), ctx.shared_capacity()));
 }
 
 Status run_collective(Context& ctx, const CollectiveArgs& args, Algorithm a) {

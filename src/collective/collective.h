@@ -21,8 +21,12 @@ Status run_collective(Context& ctx, const CollectiveArgs& args);
 Status run_collective(Context& ctx, const CollectiveArgs& args, Algorithm algorithm);
 
 // The algorithm run_collective runs for a call of `kind` moving `bytes` (see payload_bytes) in a
-// group of `world_size`. Never returns Algorithm::automatic.
-Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options);
+// group of `world_size` whose transport has shared buffers of `shared_capacity` bytes
+// (Transport::shared_capacity; 0: none). Never returns Algorithm::automatic. shm_direct is chosen
+// whenever the payload fits the shared buffers, unless another algorithm is forced; forcing
+// shm_direct where it does not apply falls back to the size-based choice.
+Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Options& options,
+                             size_t shared_capacity = 0);
 
 // True when collective/ has an implementation of `algorithm` for `kind` (automatic: always).
 // Options' algorithm_supports should agree with this table.

@@ -177,10 +177,35 @@ void* Context::scratch(size_t bytes) {
   return p;
 }
 
-Status Context::timeout_error(const Request& r) const {
+Status Context::timeout_error(const Request& r) const { return timeout_error(r.peer); }
+
+Status Context::timeout_error(int peer) const {
   return Status(ErrorCode::timeout,
                 fmt::format("rank {}: {} timed out after {} waiting for rank {}", rank(),
-                            fp_.describe(), format_duration(options_.timeout), r.peer));
+                            fp_.describe(), format_duration(options_.timeout), peer));
+}
+
+Status Context::remember(Status st) {
+  // The transport's timeout says only whom it waited for ("waiting for rank 3").
+  if (st.code() == ErrorCode::timeout) {
+    st = Status(ErrorCode::timeout, fmt::format("rank {}: {} timed out after {} {}", rank(),
+                                                fp_.describe(), format_duration(options_.timeout),
+                                                st.message()));
+  }
+  if (error_.ok()) error_ = st;
+  return st;
+}
+
+Result<uint8_t*> Context::shared_begin() {
+  auto buf = transport_.shared_begin(fp_, deadline_);
+  if (!buf.ok()) return remember(buf.status());
+  return buf;
+}
+
+Result<std::span<const uint8_t>> Context::shared_read(int peer) {
+  auto data = transport_.shared_read(peer, deadline_);
+  if (!data.ok()) return remember(data.status());
+  return data;
 }
 
 }  // namespace weft

@@ -81,6 +81,13 @@ class Context {
   Status sendrecv(int to, const void* sbuf, size_t sbytes, int from, void* rbuf, size_t rbytes,
                   uint32_t slot);
 
+  // Shared buffers (Algorithm::shm_direct; the contract is Transport's shared_*). Errors are
+  // remembered like a failed wait's, and a timeout names the operation and the rank waited for.
+  size_t shared_capacity() const { return transport_.shared_capacity(); }
+  Result<uint8_t*> shared_begin();
+  void shared_publish(size_t bytes) { transport_.shared_publish(bytes); }
+  Result<std::span<const uint8_t>> shared_read(int peer);
+
   // Scratch memory from the communicator's pool, reused across operations; valid until this
   // Context ends. Not zeroed.
   void* scratch(size_t bytes);
@@ -92,6 +99,8 @@ class Context {
   void release(Request* r);
   Status finish(Request* r);  // takes a done request's status and releases it
   Status timeout_error(const Request& r) const;
+  Status timeout_error(int peer) const;
+  Status remember(Status st);  // shared_*: keeps the first error, completes a timeout's text
 
   Transport& transport_;
   const Options& options_;

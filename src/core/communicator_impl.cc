@@ -280,7 +280,8 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
     op.algorithm = op.hierarchical ? Algorithm::hierarchical
                                    : selected_algorithm(op.args.kind, payload_bytes(op.args, size()),
-                                                        size(), options_);
+                                                        size(), options_,
+                                                        transport_->shared_capacity());
     // Run at once: recorded as running from the start (one recorder update less).
     if (run_now) op.started = queued;
     op.record = recorder_->add_collective(op.kind, op.fp.dtype, op.fp.op, op.fp.root,

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,36 @@ class Transport {
                     Completion::Clock::time_point deadline) {
     (void)hint;
     return completion.wait_for_change(seen, deadline);
+  }
+
+  // Small collectives through memory every rank maps (Algorithm::shm_direct, collective/shared.cc):
+  // each rank publishes its input in a buffer of its own and reads the peers' in place.
+  // shared_capacity(): the bytes one rank can publish per operation; 0 when the transport has no
+  // such memory (then the calls below are never made). Only the thread running collectives calls
+  // them, between begin_operation and end_operation, and every rank makes the same sequence of
+  // shared_begin calls (one per collective run this way).
+  virtual size_t shared_capacity() const { return 0; }
+  // Starts this rank's part of collective `fp`: waits until every peer has finished reading what
+  // this rank published for the operation before last, then returns the buffer
+  // (shared_capacity() bytes) to write this rank's input into. Errors: the transport's failure,
+  // or at `deadline` ErrorCode::timeout with the message "waiting for rank P" (the caller puts
+  // the operation in front; shared_read's timeout too).
+  virtual Result<uint8_t*> shared_begin(const Fingerprint& fp,
+                                        Completion::Clock::time_point deadline) {
+    (void)fp;
+    (void)deadline;
+    return Status(ErrorCode::internal, "this transport has no shared buffers");
+  }
+  // Makes the first `bytes` of that buffer visible to the peers (and wakes those that sleep).
+  virtual void shared_publish(size_t bytes) { (void)bytes; }
+  // Waits until `peer` (this rank included) has published the current operation and returns
+  // its bytes, unchanged until this rank's next shared_begin. A peer that published a different
+  // collective ends the wait with ErrorCode::mismatch naming both calls.
+  virtual Result<std::span<const uint8_t>> shared_read(int peer,
+                                                       Completion::Clock::time_point deadline) {
+    (void)peer;
+    (void)deadline;
+    return Status(ErrorCode::internal, "this transport has no shared buffers");
   }
 
   // Ends every pending request with `status`, tells the peers (best effort), and returns only when

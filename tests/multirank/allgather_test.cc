@@ -59,7 +59,7 @@ TEST_P(AllgatherSweep, EveryDtypeCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(
     Allgather, AllgatherSweep,
     ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::ring, Algorithm::recursive_doubling,
-                                            Algorithm::direct})),
+                                            Algorithm::direct, Algorithm::shm_direct})),
     sweep_name);
 
 // Large: many chunks per block in the ring.
@@ -190,7 +190,8 @@ TEST_P(AllgathervSweep, UnevenCountsGapsAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(
     Allgatherv, AllgathervSweep,
     ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::ring, Algorithm::direct,
-                                            Algorithm::recursive_doubling})),
+                                            Algorithm::recursive_doubling,
+                                            Algorithm::shm_direct})),
     sweep_name);
 
 }  // namespace

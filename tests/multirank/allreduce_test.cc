@@ -100,7 +100,8 @@ TEST_P(AllreduceSweep, EveryDtypeOpCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(
     Allreduce, AllreduceSweep,
     ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::ring, Algorithm::recursive_doubling,
-                                            Algorithm::halving_doubling, Algorithm::direct})),
+                                            Algorithm::halving_doubling, Algorithm::direct,
+                                            Algorithm::shm_direct})),
     sweep_name);
 
 // Large odd counts: many chunks per block, blocks of unequal size, pipelining across steps.

@@ -59,7 +59,8 @@ TEST_P(AlltoallSweep, EveryDtypeCountAndPlacement) {
 
 INSTANTIATE_TEST_SUITE_P(Alltoall, AlltoallSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::pairwise,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 // Elements rank `from` sends to rank `to`: uneven, some zero.

@@ -47,6 +47,7 @@ INSTANTIATE_TEST_SUITE_P(Barrier, BarrierSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::dissemination,
                                                                  Algorithm::binomial,
                                                                  Algorithm::direct,
+                                                                 Algorithm::shm_direct,
                                                                  Algorithm::automatic})),
                          sweep_name);
 

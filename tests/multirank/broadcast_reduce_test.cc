@@ -73,7 +73,8 @@ TEST_P(BroadcastSweep, EveryRootDtypeCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(Broadcast, BroadcastSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::binomial,
                                                                  Algorithm::ring,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 TEST(BroadcastLarge, ChainAndTreeSmallChunks) {
@@ -182,7 +183,8 @@ TEST_P(ReduceSweep, EveryRootDtypeOpCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(Reduce, ReduceSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::binomial,
                                                                  Algorithm::ring,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 TEST(ReduceLarge, ChainAndTreeSmallChunks) {

@@ -2,12 +2,11 @@
 // calls, a missing rank ends in ErrorCode::timeout naming it within the timeout, fail() during a
 // wait ends every waiting rank promptly, and a broken transport fails later operations at once.
 // None of them may hang.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "multirank/harness.h"
 
@@ -76,7 +75,8 @@ TEST_P(Mismatch, DifferentKinds) {
   std::vector<std::vector<float>> in(3), out(3);
   auto st = g.collective_all(
       [&](int r) {
-        CollectiveArgs a = allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 4);
+        CollectiveArgs a =
+            allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 4);
         if (r == 1) {
           a.kind = OpKind::broadcast;
           a.root = 0;
@@ -158,6 +158,59 @@ TEST_P(Mismatch, SkippedSequenceNumber) {
   EXPECT_LT(Clock::now() - start, milliseconds(3000));
 }
 
+// A small count on one rank and a large one on the other: over shm the first runs through the
+// shared buffers and the second by messages. Each side must see the other's call, not time out.
+TEST_P(Mismatch, SmallAgainstLargeCount) {
+  RankGroup g(transport_factory(GetParam()), 2);
+  const Options options = harness_options();
+  std::vector<std::vector<float>> in(2), out(2);
+  const auto start = Clock::now();
+  auto st = g.collective_all(
+      [&](int r) {
+        return allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)],
+                              r == 0 ? 4 : 10000);
+      },
+      options);
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  for (int r = 0; r < 2; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), ErrorCode::mismatch) << s.to_string();
+    EXPECT_TRUE(contains(s, "allreduce #1 (f32 x 4, sum)")) << s.to_string();
+    EXPECT_TRUE(contains(s, "allreduce #1 (f32 x 10000, sum)")) << s.to_string();
+  }
+}
+
+// The same where the rank running by messages only waits to receive (a broadcast from rank 0
+// that rank 0 runs through its shared buffer): the waiting rank must notice it.
+TEST_P(Mismatch, SmallBroadcastAgainstAWaitingReceiver) {
+  RankGroup g(transport_factory(GetParam()), 2);
+  const Options options = harness_options();
+  std::vector<std::vector<float>> in(2), out(2);
+  const auto start = Clock::now();
+  auto st = g.collective_all(
+      [&](int r) {
+        CollectiveArgs a = allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)],
+                                          r == 0 ? 4 : 10000);
+        a.kind = OpKind::broadcast;
+        a.root = 0;
+        return a;
+      },
+      options);
+  EXPECT_LT(Clock::now() - start, milliseconds(3000));
+  // The root's part may be over before it could tell (its data is out): ok or the mismatch.
+  EXPECT_TRUE(st[0].ok() || st[0].code() == ErrorCode::mismatch) << st[0].to_string();
+  EXPECT_EQ(st[1].code(), ErrorCode::mismatch) << st[1].to_string();
+  EXPECT_TRUE(contains(st[1], "broadcast #1 (f32 x 4, root 0)")) << st[1].to_string();
+  EXPECT_TRUE(contains(st[1], "broadcast #1 (f32 x 10000, root 0)")) << st[1].to_string();
+}
+
+// The algorithms in which every rank waits on every other directly: direct, and over shm the
+// shared buffers.
+std::vector<Algorithm> all_wait_on_all(const std::string& transport) {
+  if (transport == "shm") return {Algorithm::direct, Algorithm::shm_direct};
+  return {Algorithm::direct};
+}
+
 INSTANTIATE_TEST_SUITE_P(Failure, Mismatch, ::testing::ValuesIn(transport_names()),
                          [](const auto& info) { return info.param; });
 
@@ -165,35 +218,40 @@ class Timeout : public ::testing::TestWithParam<std::string> {};
 
 // Rank 3 never calls. Everyone waits on it directly, so everyone times out naming it.
 TEST_P(Timeout, MissingRankIsNamed) {
-  RankGroup g(transport_factory(GetParam()), 4);
-  Options options = harness_options();
-  options.timeout = milliseconds(300);
-  options.set_algorithm(OpKind::allreduce, Algorithm::direct);
-  std::vector<std::vector<float>> in(4), out(4);
-  std::vector<Status> st(4);
-  std::vector<Clock::duration> took(4);
-  g.run([&](int r) {
-    if (r == 3) return;
-    const auto start = Clock::now();
-    st[static_cast<size_t>(r)] = g.collective(
-        r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 1024), options);
-    took[static_cast<size_t>(r)] = Clock::now() - start;
-  });
-  // A transport may relay the first rank's timeout to the others ("rank 0 reports: ...") before
-  // their own deadline; either way each ends with a timeout that names rank 3.
-  for (int r = 0; r < 3; ++r) {
-    const Status& s = st[static_cast<size_t>(r)];
-    EXPECT_EQ(s.code(), ErrorCode::timeout) << s.to_string();
-    EXPECT_TRUE(contains(s, "allreduce #1 (f32 x 1024, sum) timed out after 0.3 s waiting for rank 3"))
-        << s.to_string();
-    EXPECT_GE(took[static_cast<size_t>(r)], milliseconds(250));
-    EXPECT_LT(took[static_cast<size_t>(r)], milliseconds(300 + 700));
+  for (Algorithm algorithm : all_wait_on_all(GetParam())) {
+    SCOPED_TRACE(to_string(algorithm));
+    RankGroup g(transport_factory(GetParam()), 4);
+    Options options = harness_options();
+    options.timeout = milliseconds(300);
+    options.set_algorithm(OpKind::allreduce, algorithm);
+    std::vector<std::vector<float>> in(4), out(4);
+    std::vector<Status> st(4);
+    std::vector<Clock::duration> took(4);
+    g.run([&](int r) {
+      if (r == 3) return;
+      const auto start = Clock::now();
+      st[static_cast<size_t>(r)] = g.collective(
+          r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 1024),
+          options);
+      took[static_cast<size_t>(r)] = Clock::now() - start;
+    });
+    // A transport may relay the first rank's timeout to the others ("rank 0 reports: ...") before
+    // their own deadline; either way each ends with a timeout that names rank 3.
+    for (int r = 0; r < 3; ++r) {
+      const Status& s = st[static_cast<size_t>(r)];
+      EXPECT_EQ(s.code(), ErrorCode::timeout) << s.to_string();
+      EXPECT_TRUE(
+          contains(s, "allreduce #1 (f32 x 1024, sum) timed out after 0.3 s waiting for rank 3"))
+          << s.to_string();
+      EXPECT_GE(took[static_cast<size_t>(r)], milliseconds(250));
+      EXPECT_LT(took[static_cast<size_t>(r)], milliseconds(300 + 700));
+    }
+    bool own = false;  // at least one rank hit its own deadline
+    for (int r = 0; r < 3; ++r) {
+      own = own || st[static_cast<size_t>(r)].message().starts_with(fmt::format("rank {}: ", r));
+    }
+    EXPECT_TRUE(own) << "no rank reported its own timeout";
   }
-  bool own = false;  // at least one rank hit its own deadline
-  for (int r = 0; r < 3; ++r) {
-    own = own || st[static_cast<size_t>(r)].message().starts_with(fmt::format("rank {}: ", r));
-  }
-  EXPECT_TRUE(own) << "no rank reported its own timeout";
 }
 
 // In a ring only rank 3's successor waits on it directly; the others wait on neighbours that
@@ -218,7 +276,8 @@ TEST_P(Timeout, RingEndsEverywhereInBoundedTime) {
     const Status& s = st[static_cast<size_t>(r)];
     EXPECT_TRUE(s.code() == ErrorCode::timeout || s.code() == ErrorCode::peer_lost)
         << s.to_string();
-    any_timeout = any_timeout || contains(s, "allreduce #1 (f32 x 1000, sum) timed out after 0.3 s");
+    any_timeout =
+        any_timeout || contains(s, "allreduce #1 (f32 x 1000, sum) timed out after 0.3 s");
   }
   EXPECT_TRUE(any_timeout);
 }
@@ -231,56 +290,64 @@ class FailDuringWait : public ::testing::TestWithParam<std::string> {};
 // fail() on the transport of a rank that never called: every rank waiting on it ends as
 // peer_lost, long before the timeout, with the reason in the message.
 TEST_P(FailDuringWait, AbsentRankFails) {
-  RankGroup g(transport_factory(GetParam()), 3);
-  Options options = harness_options();
-  options.set_algorithm(OpKind::allreduce, Algorithm::direct);
-  std::vector<std::vector<float>> in(3), out(3);
-  std::vector<Status> st(3);
-  const auto start = Clock::now();
-  g.run([&](int r) {
-    if (r == 2) {
-      std::this_thread::sleep_for(milliseconds(100));
-      g.transport(2).fail(Status(ErrorCode::aborted, "rank 2: test abort"));
-      return;
+  for (Algorithm algorithm : all_wait_on_all(GetParam())) {
+    SCOPED_TRACE(to_string(algorithm));
+    RankGroup g(transport_factory(GetParam()), 3);
+    Options options = harness_options();
+    options.set_algorithm(OpKind::allreduce, algorithm);
+    std::vector<std::vector<float>> in(3), out(3);
+    std::vector<Status> st(3);
+    const auto start = Clock::now();
+    g.run([&](int r) {
+      if (r == 2) {
+        std::this_thread::sleep_for(milliseconds(100));
+        g.transport(2).fail(Status(ErrorCode::aborted, "rank 2: test abort"));
+        return;
+      }
+      st[static_cast<size_t>(r)] = g.collective(
+          r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 64), options);
+    });
+    EXPECT_LT(Clock::now() - start, milliseconds(2000));
+    // peer_lost where only the requests waiting on rank 2 end (local), or rank 2's own code where
+    // the transport relays the failure to every peer (TCP); the reason travels in the message.
+    for (int r = 0; r < 2; ++r) {
+      const Status& s = st[static_cast<size_t>(r)];
+      EXPECT_TRUE(s.code() == ErrorCode::peer_lost || s.code() == ErrorCode::aborted)
+          << s.to_string();
+      EXPECT_TRUE(contains(s, "test abort")) << s.to_string();
     }
-    st[static_cast<size_t>(r)] = g.collective(
-        r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 64), options);
-  });
-  EXPECT_LT(Clock::now() - start, milliseconds(2000));
-  // peer_lost where only the requests waiting on rank 2 end (local), or rank 2's own code where
-  // the transport relays the failure to every peer (TCP); the reason travels in the message.
-  for (int r = 0; r < 2; ++r) {
-    const Status& s = st[static_cast<size_t>(r)];
-    EXPECT_TRUE(s.code() == ErrorCode::peer_lost || s.code() == ErrorCode::aborted)
-        << s.to_string();
-    EXPECT_TRUE(contains(s, "test abort")) << s.to_string();
+    EXPECT_EQ(g.transport(2).error().code(), ErrorCode::aborted);
   }
-  EXPECT_EQ(g.transport(2).error().code(), ErrorCode::aborted);
 }
 
 // fail() from another thread on a rank that is inside a wait: that rank returns the error it was
 // failed with; its peers, which wait on it, end too.
 TEST_P(FailDuringWait, WaitingRankFails) {
-  RankGroup g(transport_factory(GetParam()), 3);
-  Options options = harness_options();
-  options.set_algorithm(OpKind::allreduce, Algorithm::ring);
-  std::vector<std::vector<float>> in(3), out(3);
-  std::vector<Status> st(3);
-  const auto start = Clock::now();
-  std::thread killer([&] {
-    std::this_thread::sleep_for(milliseconds(100));
-    g.transport(0).fail(Status(ErrorCode::aborted, "rank 0: test abort"));
-  });
-  g.run([&](int r) {
-    if (r == 2) return;  // keeps ranks 0 and 1 waiting
-    st[static_cast<size_t>(r)] = g.collective(
-        r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 64), options);
-  });
-  killer.join();
-  EXPECT_LT(Clock::now() - start, milliseconds(2000));
-  EXPECT_EQ(st[0].code(), ErrorCode::aborted) << st[0].to_string();
-  EXPECT_EQ(st[0].message(), "rank 0: test abort");
-  EXPECT_FALSE(st[1].ok());
+  std::vector<Algorithm> algorithms{Algorithm::ring};
+  if (GetParam() == "shm") algorithms.push_back(Algorithm::shm_direct);
+  for (Algorithm algorithm : algorithms) {
+    SCOPED_TRACE(to_string(algorithm));
+    RankGroup g(transport_factory(GetParam()), 3);
+    Options options = harness_options();
+    options.set_algorithm(OpKind::allreduce, algorithm);
+    std::vector<std::vector<float>> in(3), out(3);
+    std::vector<Status> st(3);
+    const auto start = Clock::now();
+    std::thread killer([&] {
+      std::this_thread::sleep_for(milliseconds(100));
+      g.transport(0).fail(Status(ErrorCode::aborted, "rank 0: test abort"));
+    });
+    g.run([&](int r) {
+      if (r == 2) return;  // keeps ranks 0 and 1 waiting
+      st[static_cast<size_t>(r)] = g.collective(
+          r, allreduce_args(in[static_cast<size_t>(r)], out[static_cast<size_t>(r)], 64), options);
+    });
+    killer.join();
+    EXPECT_LT(Clock::now() - start, milliseconds(2000));
+    EXPECT_EQ(st[0].code(), ErrorCode::aborted) << st[0].to_string();
+    EXPECT_EQ(st[0].message(), "rank 0: test abort");
+    EXPECT_FALSE(st[1].ok());
+  }
 }
 
 TEST_P(FailDuringWait, LaterOperationsFailAtOnce) {

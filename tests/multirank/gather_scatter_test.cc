@@ -79,7 +79,8 @@ TEST_P(GatherSweep, EveryRootCountAndPlacement) {
 
 INSTANTIATE_TEST_SUITE_P(Gather, GatherSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::binomial,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 class ScatterSweep : public ::testing::TestWithParam<SweepParam> {};
@@ -134,7 +135,8 @@ TEST_P(ScatterSweep, EveryRootCountAndPlacement) {
 
 INSTANTIATE_TEST_SUITE_P(Scatter, ScatterSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::binomial,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 TEST(GatherScatterAutomatic, LargeBlocksAcrossTheThreshold) {

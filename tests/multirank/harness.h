@@ -61,6 +61,21 @@ class OwningTransport final : public Transport {
   void fail(const Status& s) override { inner_->fail(s); }
   Status error() const override { return inner_->error(); }
   void close(std::chrono::milliseconds timeout) override { inner_->close(timeout); }
+  Status heartbeat(std::chrono::steady_clock::time_point now,
+                   std::chrono::milliseconds peer_timeout) override {
+    return inner_->heartbeat(now, peer_timeout);
+  }
+  std::vector<int> lost_peers() const override { return inner_->lost_peers(); }
+  size_t shared_capacity() const override { return inner_->shared_capacity(); }
+  Result<uint8_t*> shared_begin(const Fingerprint& fp,
+                                Completion::Clock::time_point deadline) override {
+    return inner_->shared_begin(fp, deadline);
+  }
+  void shared_publish(size_t bytes) override { inner_->shared_publish(bytes); }
+  Result<std::span<const uint8_t>> shared_read(int peer,
+                                               Completion::Clock::time_point deadline) override {
+    return inner_->shared_read(peer, deadline);
+  }
 
  private:
   std::unique_ptr<BufferPool> pool_;
@@ -183,6 +198,7 @@ inline const char* algorithm_name(Algorithm a) {
     case Algorithm::pairwise: return "pairwise";
     case Algorithm::dissemination: return "dissemination";
     case Algorithm::hierarchical: return "hierarchical";
+    case Algorithm::shm_direct: return "shm_direct";
   }
   return "unknown";
 }
@@ -280,13 +296,18 @@ inline std::string sweep_name(const ::testing::TestParamInfo<SweepParam>& info) 
          algorithm_name(info.param.algorithm);
 }
 
-// Every transport x every size in `sizes` x every algorithm in `algorithms`.
+// Every transport x every size in `sizes` x every algorithm in `algorithms` (shm_direct: over
+// shm only).
 inline std::vector<SweepParam> sweep(const std::vector<int>& sizes,
                                      const std::vector<Algorithm>& algorithms) {
   std::vector<SweepParam> out;
   for (const auto& t : transport_names()) {
     for (int n : sizes) {
-      for (Algorithm a : algorithms) out.push_back({t, n, a});
+      for (Algorithm a : algorithms) {
+        // Only the shm transport has shared buffers (elsewhere it would run the automatic choice).
+        if (a == Algorithm::shm_direct && t != "shm") continue;
+        out.push_back({t, n, a});
+      }
     }
   }
   return out;

@@ -106,7 +106,8 @@ TEST_P(ReduceScatterSweep, EveryDtypeOpCountAndPlacement) {
 INSTANTIATE_TEST_SUITE_P(ReduceScatter, ReduceScatterSweep,
                          ::testing::ValuesIn(sweep(all_sizes(), {Algorithm::ring,
                                                                  Algorithm::halving_doubling,
-                                                                 Algorithm::direct})),
+                                                                 Algorithm::direct,
+                                                                 Algorithm::shm_direct})),
                          sweep_name);
 
 class ReduceScatterLarge : public ::testing::TestWithParam<SweepParam> {};

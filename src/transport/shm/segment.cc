@@ -57,7 +57,16 @@ void Segment::unlink() {
 
 size_t Segment::slot_offset(int sender) const {
   const size_t index = static_cast<size_t>(sender < owner_ ? sender : sender - 1);
-  return kPage + index * (kPage + ring_bytes_);
+  return kPage + 2 * kDirectSlotBytes + index * (kPage + ring_bytes_);
+}
+
+DirectSlot& Segment::direct(int parity) const {
+  return *reinterpret_cast<DirectSlot*>(static_cast<uint8_t*>(base_) + kPage +
+                                        static_cast<size_t>(parity & 1) * kDirectSlotBytes);
+}
+
+uint8_t* Segment::direct_data(int parity) const {
+  return reinterpret_cast<uint8_t*>(&direct(parity)) + kDirectHeader;
 }
 
 RingCtl& Segment::ctl(int sender) const {

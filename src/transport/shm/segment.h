@@ -1,7 +1,8 @@
 // Shared-memory layout of the shm transport and the segment that holds it.
 //
-// A rank's segment: a 4 KiB SegmentHeader, then one slot per peer (in rank order, skipping the
-// owner): a 4 KiB RingCtl page followed by the ring's bytes. The ring in slot s carries records
+// A rank's segment: a 4 KiB SegmentHeader, two DirectSlots (the owner's contributions to small
+// collectives, which every peer reads in place), then one slot per peer (in rank order, skipping
+// the owner): a 4 KiB RingCtl page followed by the ring's bytes. The ring in slot s carries records
 // from peer s to the owner. Records are 64-byte aligned, never wrap (a pad record fills the end of
 // the ring instead) and are described in docs/wire-format.md. Everything a peer writes here is
 // checked before use: a peer that scribbles on the segment gets the transport failed with
@@ -21,7 +22,7 @@
 namespace weft::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x314d485354464557ull;  // "WEFTSHM1" little-endian
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;
 inline constexpr size_t kPage = 4096;
 inline constexpr size_t kRecordBytes = 64;
 inline constexpr size_t kMaxErrorText = 1024;
@@ -90,8 +91,31 @@ struct SegmentHeader {
 };
 static_assert(sizeof(SegmentHeader) <= kPage);
 
+// One of the two buffers through which the owner publishes its input to a small collective
+// (Algorithm::shm_direct): operation number c uses DirectSlot c % 2. The owner writes the fields
+// and the data, then `call` = c (release); peers wait for that, check the fingerprint and read
+// the data in place. The owner reuses a slot (operation c + 2) only once every peer has published
+// c + 1, i.e. finished reading c. `call` is 0 while the owner rewrites the slot. The data starts
+// right after the header (16-byte aligned), so up to 16 bytes share its cache line: an 8-byte
+// allreduce moves one line per peer.
+struct DirectSlot {
+  std::atomic<uint64_t> call{0};
+  std::atomic<uint64_t> seq{0};    // the collective's Fingerprint
+  std::atomic<uint64_t> count{0};
+  std::atomic<uint8_t> kind{0}, dtype{0}, op{0}, reserved{0};
+  std::atomic<int32_t> root{-1};
+  std::atomic<uint64_t> bytes{0};  // data bytes that follow (at most kDirectBytes)
+  std::atomic<uint64_t> pad{0};
+  // data follows
+};
+static_assert(sizeof(DirectSlot) == 48);
+inline constexpr size_t kDirectSlotBytes = 16 << 10;
+inline constexpr size_t kDirectHeader = sizeof(DirectSlot);
+inline constexpr size_t kDirectBytes = kDirectSlotBytes - kDirectHeader;
+
 inline constexpr size_t segment_bytes(int size, size_t ring_bytes) {
-  return kPage + static_cast<size_t>(size > 1 ? size - 1 : 0) * (kPage + ring_bytes);
+  return kPage + 2 * kDirectSlotBytes +
+         static_cast<size_t>(size > 1 ? size - 1 : 0) * (kPage + ring_bytes);
 }
 
 // Bumps the owner's doorbell and wakes it if it sleeps (state changes, freed room: rare events).
@@ -128,6 +152,9 @@ class Segment {
   // The ring carrying records from `sender` to this segment's owner.
   RingCtl& ctl(int sender) const;
   uint8_t* ring(int sender) const;
+  // DirectSlot `parity` (0 or 1) and its data (kDirectBytes).
+  DirectSlot& direct(int parity) const;
+  uint8_t* direct_data(int parity) const;
   const std::string& name() const { return name_; }
 
  private:

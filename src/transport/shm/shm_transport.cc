@@ -24,6 +24,7 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+#include <span>
 #include <vector>
 
 #include "base/fd.h"
@@ -110,6 +111,8 @@ struct Peer {
   uint64_t hb_seen = 0;                // heartbeat()'s own state (its thread only)
   Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
+  DirectSlot* direct[2] = {};          // its two DirectSlots (this rank's own for itself)
+  const uint8_t* direct_data[2] = {};
 };
 
 class ShmTransport final : public Transport {
@@ -140,8 +143,19 @@ class ShmTransport final : public Transport {
   void close(std::chrono::milliseconds timeout) override;
   Status heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) override;
   std::vector<int> lost_peers() const override;
+  size_t shared_capacity() const override { return kDirectBytes; }
+  Result<uint8_t*> shared_begin(const Fingerprint& fp, Clock::time_point deadline) override;
+  void shared_publish(size_t bytes) override;
+  Result<std::span<const uint8_t>> shared_read(int peer, Clock::time_point deadline) override;
 
  private:
+  // Polls, then sleeps (like wait()), until ready() holds; ends with the transport's failure, an
+  // error when `p` left before ready() held, or ErrorCode::timeout at `deadline`.
+  template <typename Ready>
+  Status wait_shared(Peer& p, Ready ready, Clock::time_point deadline);
+  // A peer that runs the current collective through its DirectSlot while this rank exchanges
+  // messages for it (the ranks disagree on the call): the mismatch; ok otherwise.
+  Status direct_mismatch();
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
   int progress_all();
   Status progress_peer(Peer& p, int& moved);         // p.mu held
@@ -190,6 +204,9 @@ class ShmTransport final : public Transport {
 
   std::mutex fp_mu_;
   Fingerprint current_;
+  // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
+  uint64_t direct_call_ = 0;
+  Fingerprint direct_fp_;
   std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
 
   std::mutex any_mu_;
@@ -215,6 +232,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   auto own = Segment::create(name, rank_, size_, token, ring_bytes_);
   if (!own.ok()) return own.status();
   own_ = std::move(own.value());
+  // Our DirectSlots: written through our mapping once now, as the rings below.
+  std::memset(static_cast<void*>(&own_->direct(0)), 0, 2 * kDirectSlotBytes);
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/seg/{}", rank_), name));
   // Built aside and kept only once complete: a failed start leaves no half-made peers.
   std::vector<std::unique_ptr<Peer>> peers(static_cast<size_t>(size_));
@@ -240,6 +259,18 @@ Status ShmTransport::start(Store& store, uint64_t token) {
       // Write our ring's pages through our own mapping once now (nobody reads it before its
       // first record): a first write to a shared page costs a fault in each process that maps it.
       std::memset(p->out, 0, ring_bytes_);
+      // And map the peer's DirectSlots now: the first read of each page faults too.
+      for (int parity = 0; parity < 2; ++parity) {
+        p->direct[parity] = &p->seg->direct(parity);
+        p->direct_data[parity] = p->seg->direct_data(parity);
+        const volatile uint8_t* page = reinterpret_cast<const uint8_t*>(p->direct[parity]);
+        for (size_t off = 0; off < kDirectSlotBytes; off += kPage) (void)page[off];
+      }
+    } else {
+      for (int parity = 0; parity < 2; ++parity) {
+        p->direct[parity] = &own_->direct(parity);
+        p->direct_data[parity] = own_->direct_data(parity);
+      }
     }
     peers[static_cast<size_t>(r)] = std::move(p);
   }
@@ -860,6 +891,10 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     const auto now = Clock::now();
     if (idle_passes == 1) idle_since = now;
     if (now >= deadline) return false;
+    if (Status st = direct_mismatch(); !st.ok()) {
+      fail(st);
+      continue;
+    }
     const auto idle = now - idle_since;
     if (idle < (oversubscribed_ ? kSpinPause : kSpinAlone)) continue;
     if (oversubscribed_ && idle < kSpinShared) {
@@ -870,6 +905,169 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
                      std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
     idle_passes = 0;
   }
+}
+
+// ---- shared-buffer collectives --------------------------------------------------------------------
+
+template <typename Ready>
+Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadline) {
+  Clock::time_point idle_since{};
+  for (uint32_t pass = 0;; ++pass) {
+    if (ready()) return Status();
+    if (pass % 64 != 63) {
+      cpu_pause();
+      continue;
+    }
+    // Now and then: move the rings (a peer's message for this very collective is a mismatch,
+    // its failure report or exit ends the wait) and look at the clock.
+    progress_all();
+    if (failed_.load(std::memory_order_acquire)) return failure();
+    if (ready()) return Status();
+    if (p.rank != rank_ && (p.hdr->state.load(std::memory_order_acquire) != kRunning ||
+                            p.gone.load(std::memory_order_acquire))) {
+      if (ready()) return Status();  // it published before it left
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: rank {} left while {} waited for it", rank_, p.rank,
+                                direct_fp_.describe()));
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) return Status(ErrorCode::timeout, fmt::format("waiting for rank {}", p.rank));
+    if (idle_since == Clock::time_point{}) idle_since = now;
+    const auto idle = now - idle_since;
+    if (idle < (oversubscribed_ ? kSpinPause : kSpinAlone)) continue;
+    if (oversubscribed_ && idle < kSpinShared) {
+      std::this_thread::yield();
+      continue;
+    }
+    // Announce the sleep, look once more, sleep: the publisher checks for sleepers after its
+    // release (shared_publish), so one of the two sees the other.
+    SegmentHeader& own = own_->header();
+    own.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t bell = own.doorbell.load(std::memory_order_seq_cst);
+    if (!ready() && !work_pending()) {
+      const auto limit = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
+      futex_wait(own, bell, std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count());
+    }
+    own.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_point deadline) {
+  if (failed_.load(std::memory_order_acquire)) return failure();
+  const uint64_t c = ++direct_call_;
+  direct_fp_ = fp;
+  // The slot we are about to rewrite held operation c - 2: every peer must have read it, which
+  // it has once it published c - 1.
+  if (c >= 2) {
+    for (auto& peer : peers_) {
+      Peer& p = *peer;
+      if (p.rank == rank_) continue;
+      const DirectSlot& prev = *p.direct[(c - 1) & 1];
+      WEFT_RETURN_IF_ERROR(wait_shared(
+          p, [&] { return prev.call.load(std::memory_order_acquire) >= c - 1; }, deadline));
+    }
+  }
+  DirectSlot& s = own_->direct(static_cast<int>(c & 1));
+  // Seqlock-style: `call` is 0 while the fields change (direct_mismatch reads them from peers).
+  s.call.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  s.seq.store(fp.seq, std::memory_order_relaxed);
+  s.count.store(fp.count, std::memory_order_relaxed);
+  s.kind.store(static_cast<uint8_t>(fp.kind), std::memory_order_relaxed);
+  s.dtype.store(static_cast<uint8_t>(fp.dtype), std::memory_order_relaxed);
+  s.op.store(static_cast<uint8_t>(fp.op), std::memory_order_relaxed);
+  s.root.store(fp.root, std::memory_order_relaxed);
+  return own_->direct_data(static_cast<int>(c & 1));
+}
+
+void ShmTransport::shared_publish(size_t bytes) {
+  DirectSlot& s = own_->direct(static_cast<int>(direct_call_ & 1));
+  s.bytes.store(std::min(bytes, kDirectBytes), std::memory_order_relaxed);
+  s.call.store(direct_call_, std::memory_order_release);
+  // Wake the peers that announced a sleep (see wait_shared).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (auto& peer : peers_) {
+    if (peer->rank != rank_ && peer->hdr->sleepers.load(std::memory_order_relaxed) != 0) {
+      ring(*peer->hdr);
+    }
+  }
+}
+
+Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time_point deadline) {
+  const uint64_t c = direct_call_;
+  const int parity = static_cast<int>(c & 1);
+  Peer& p = *peers_[static_cast<size_t>(peer)];
+  const DirectSlot& s = *p.direct[parity];
+  if (peer != rank_) {
+    WEFT_RETURN_IF_ERROR(wait_shared(
+        p, [&] { return s.call.load(std::memory_order_acquire) >= c; }, deadline));
+  }
+  // Everything below comes from another process: checked before use.
+  auto bad = [&](const std::string& what) {
+    Status st(ErrorCode::protocol,
+              fmt::format("rank {}: rank {} wrote a malformed shared-memory slot: {}", rank_,
+                          peer, what));
+    fail(st);
+    return st;
+  };
+  const uint64_t call = s.call.load(std::memory_order_acquire);
+  if (call != c) return bad(fmt::format("operation {} where {} was expected", call, c));
+  Fingerprint remote;
+  remote.seq = s.seq.load(std::memory_order_relaxed);
+  remote.count = s.count.load(std::memory_order_relaxed);
+  remote.kind = static_cast<OpKind>(s.kind.load(std::memory_order_relaxed));
+  remote.dtype = static_cast<DataType>(s.dtype.load(std::memory_order_relaxed));
+  remote.op = static_cast<ReduceOp>(s.op.load(std::memory_order_relaxed));
+  remote.root = s.root.load(std::memory_order_relaxed);
+  const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
+  if (bytes > kDirectBytes) return bad(fmt::format("{} bytes (at most {})", bytes, kDirectBytes));
+  if (!(remote == direct_fp_)) {
+    // describe() of a hostile fingerprint stays bounded: unknown enum values print as numbers.
+    Status st = collective_mismatch(rank_, direct_fp_, peer, remote);
+    if (st.ok()) {
+      st = Status(ErrorCode::mismatch,
+                  fmt::format("rank {} called {} but rank {} called {}", rank_,
+                              direct_fp_.describe(), peer, remote.describe()));
+    }
+    fail(st);
+    return st;
+  }
+  return std::span<const uint8_t>(p.direct_data[parity], static_cast<size_t>(bytes));
+}
+
+Status ShmTransport::direct_mismatch() {
+  Fingerprint current;
+  {
+    std::lock_guard<std::mutex> lock(fp_mu_);
+    current = current_;
+  }
+  if (current.seq == 0) return Status();
+  for (auto& peer : peers_) {
+    const Peer& p = *peer;
+    if (p.rank == rank_) continue;
+    for (const DirectSlot* s : p.direct) {
+      const uint64_t call = s->call.load(std::memory_order_acquire);
+      if (call == 0 || s->seq.load(std::memory_order_relaxed) != current.seq) continue;
+      Fingerprint remote;
+      remote.seq = current.seq;
+      remote.count = s->count.load(std::memory_order_relaxed);
+      remote.kind = static_cast<OpKind>(s->kind.load(std::memory_order_relaxed));
+      remote.dtype = static_cast<DataType>(s->dtype.load(std::memory_order_relaxed));
+      remote.op = static_cast<ReduceOp>(s->op.load(std::memory_order_relaxed));
+      remote.root = s->root.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (s->call.load(std::memory_order_relaxed) != call) continue;  // being rewritten
+      Status st = collective_mismatch(rank_, current, p.rank, remote);
+      if (st.ok()) {
+        st = Status(ErrorCode::mismatch,
+                    fmt::format("rank {} runs {} by messages but rank {} through shared memory: "
+                                "the ranks chose different algorithms (different options?)",
+                                rank_, current.describe(), p.rank));
+      }
+      return st;
+    }
+  }
+  return Status();
 }
 
 void ShmTransport::background_loop() {
