@@ -61,7 +61,8 @@ Request* Context::acquire() {
     free_.pop_back();
     r->reset();
   } else {
-    r = &requests_.emplace_back();
+    if (!requests_) requests_.emplace();
+    r = &requests_->emplace_back();
     // Set once and never rewritten: a transport may still read it while completing.
     r->completion = &completion_;
   }

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -109,7 +110,9 @@ class Context {
   Completion completion_;
   Clock::time_point start_;
   Clock::time_point deadline_;
-  std::deque<Request> requests_;     // stable addresses
+  // Stable addresses; made on the first post (libstdc++'s deque allocates when constructed, and
+  // operations through shared buffers post nothing).
+  std::optional<std::deque<Request>> requests_;
   std::vector<Request*> free_;
   size_t outstanding_ = 0;  // posted, not yet waited for
   Status error_;            // the first error a wait returned; fails the transport at the end

@@ -9,6 +9,10 @@
 // it (Transport::shared_begin), and a peer that publishes a different collective is a mismatch.
 #include <fmt/format.h>
 
+#include <array>
+#include <span>
+#include <vector>
+
 #include "collective/algorithms.h"
 #include "collective/util.h"
 
@@ -44,29 +48,37 @@ Result<const std::byte*> contribution(Context& ctx, int peer, size_t need) {
   return reinterpret_cast<const std::byte*>(data->data());
 }
 
-// Every rank's contribution, in rank order, each at least `need` bytes long.
-Result<std::vector<const std::byte*>> all_contributions(Context& ctx, size_t need) {
-  std::vector<const std::byte*> srcs(static_cast<size_t>(ctx.size()));
-  // Peers after this rank first: with ranks sharing cores, the next rank tends to publish first.
-  for (int i = 0; i < ctx.size(); ++i) {
-    const int p = mod(ctx.rank() + 1 + i, ctx.size());
-    auto c = contribution(ctx, p, need);
-    if (!c.ok()) return c.status();
-    srcs[static_cast<size_t>(p)] = c.value();
+// Every rank's contribution in rank order, each at least `need` bytes long, advanced by
+// `offset` bytes. Up to 16 ranks without touching the heap (the 8-byte allreduce path).
+class Contributions {
+ public:
+  Status read(Context& ctx, size_t need, size_t offset) {
+    const auto n = static_cast<size_t>(ctx.size());
+    if (n > inline_.size()) heap_.resize(n);
+    ptrs_ = n > inline_.size() ? std::span<const std::byte*>(heap_)
+                               : std::span<const std::byte*>(inline_.data(), n);
+    // Peers after this rank first: with ranks sharing cores, the next rank tends to publish first.
+    for (size_t i = 0; i < n; ++i) {
+      const int p = mod(ctx.rank() + 1 + static_cast<long>(i), ctx.size());
+      auto c = contribution(ctx, p, need);
+      if (!c.ok()) return c.status();
+      ptrs_[static_cast<size_t>(p)] = c.value() + offset;
+    }
+    return Status::success();
   }
-  return srcs;
-}
+  std::span<const std::byte* const> get() const { return ptrs_; }
+  const std::byte* operator[](size_t rank) const { return ptrs_[rank]; }
 
-// dst = srcs[0] OP srcs[1] OP ... (offset `elems` into each), finished for avg.
-void reduce_all(void* dst, const std::vector<const std::byte*>& srcs, size_t elems, size_t count,
-                const CollectiveArgs& args, int n) {
-  std::vector<const std::byte*> at_offset(srcs.size());
-  for (size_t i = 0; i < srcs.size(); ++i) at_offset[i] = at(srcs[i], elems, args.elem_size());
-  if (at_offset.size() == 1) {
-    copy_bytes(dst, at_offset[0], count * args.elem_size());
-  } else {
-    reduce_in_order(dst, at_offset, count, args);
-  }
+ private:
+  std::array<const std::byte*, 16> inline_{};
+  std::vector<const std::byte*> heap_;
+  std::span<const std::byte*> ptrs_;
+};
+
+// dst = the contributions combined in rank order, finished for avg.
+void reduce_all(void* dst, const Contributions& srcs, size_t count, const CollectiveArgs& args,
+                int n) {
+  reduce_in_order(dst, srcs.get(), count, args);
   finish_avg(dst, count, args, n);
 }
 
@@ -75,19 +87,19 @@ void reduce_all(void* dst, const std::vector<const std::byte*>& srcs, size_t ele
 Status allreduce_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
-  auto srcs = all_contributions(ctx, bytes);
-  if (!srcs.ok()) return srcs.status();
-  reduce_all(args.recv, srcs.value(), 0, args.count, args, ctx.size());
+  Contributions srcs;
+  WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
+  reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
 
 Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t total = static_cast<size_t>(ctx.size()) * args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, total));
-  auto srcs = all_contributions(ctx, total);
-  if (!srcs.ok()) return srcs.status();
-  reduce_all(args.recv, srcs.value(), static_cast<size_t>(ctx.rank()) * args.count, args.count,
-             args, ctx.size());
+  Contributions srcs;
+  WEFT_RETURN_IF_ERROR(
+      srcs.read(ctx, total, static_cast<size_t>(ctx.rank()) * args.count * args.elem_size()));
+  reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
 
@@ -124,9 +136,9 @@ Status reduce_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   if (ctx.rank() != args.root) return Status::success();
-  auto srcs = all_contributions(ctx, bytes);
-  if (!srcs.ok()) return srcs.status();
-  reduce_all(args.recv, srcs.value(), 0, args.count, args, ctx.size());
+  Contributions srcs;
+  WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
+  reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
 
@@ -134,10 +146,10 @@ Status gather_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t block = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, block));
   if (ctx.rank() != args.root) return Status::success();
-  auto srcs = all_contributions(ctx, block);
-  if (!srcs.ok()) return srcs.status();
-  for (size_t p = 0; p < srcs->size(); ++p) {
-    copy_bytes(static_cast<std::byte*>(args.recv) + p * block, (*srcs)[p], block);
+  Contributions srcs;
+  WEFT_RETURN_IF_ERROR(srcs.read(ctx, block, 0));
+  for (size_t p = 0; p < static_cast<size_t>(ctx.size()); ++p) {
+    copy_bytes(static_cast<std::byte*>(args.recv) + p * block, srcs[p], block);
   }
   return Status::success();
 }
@@ -157,11 +169,10 @@ Status alltoall_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t block = args.count * args.elem_size();
   const size_t total = static_cast<size_t>(n) * block;
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, total));
-  auto srcs = all_contributions(ctx, total);
-  if (!srcs.ok()) return srcs.status();
-  for (size_t p = 0; p < srcs->size(); ++p) {
-    copy_bytes(static_cast<std::byte*>(args.recv) + p * block,
-               (*srcs)[p] + static_cast<size_t>(ctx.rank()) * block, block);
+  Contributions srcs;
+  WEFT_RETURN_IF_ERROR(srcs.read(ctx, total, static_cast<size_t>(ctx.rank()) * block));
+  for (size_t p = 0; p < static_cast<size_t>(n); ++p) {
+    copy_bytes(static_cast<std::byte*>(args.recv) + p * block, srcs[p], block);
   }
   return Status::success();
 }
@@ -169,8 +180,8 @@ Status alltoall_shm(Context& ctx, const CollectiveArgs& args) {
 Status barrier_shm(Context& ctx, const CollectiveArgs& args) {
   (void)args;
   WEFT_RETURN_IF_ERROR(publish(ctx, nullptr, 0));
-  auto srcs = all_contributions(ctx, 0);
-  return srcs.ok() ? Status::success() : srcs.status();
+  Contributions srcs;
+  return srcs.read(ctx, 0, 0);
 }
 
 }  // namespace weft::coll

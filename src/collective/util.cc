@@ -2,7 +2,7 @@
 
 namespace weft::coll {
 
-void reduce_in_order(void* dst, const std::vector<const std::byte*>& srcs, size_t count,
+void reduce_in_order(void* dst, std::span<const std::byte* const> srcs, size_t count,
                      const CollectiveArgs& args) {
   if (count == 0) return;
   if (srcs.size() == 1) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "collective/context.h"
@@ -38,7 +39,7 @@ inline void finish_avg(void* buf, size_t count, const CollectiveArgs& args, int 
 
 // dst = srcs[0] OP srcs[1] OP ... in rank order, so that every rank computing the same reduction
 // gets the same bits. dst may equal srcs[0] or srcs[1] but no later source.
-void reduce_in_order(void* dst, const std::vector<const std::byte*>& srcs, size_t count,
+void reduce_in_order(void* dst, std::span<const std::byte* const> srcs, size_t count,
                      const CollectiveArgs& args);
 
 // Blocks of a buffer, in elements: block b covers [offset[b], offset[b] + size[b]).

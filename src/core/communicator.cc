@@ -94,6 +94,13 @@ WorkPtr start_p2p(CommunicatorImpl& impl, OpKind kind, const void* buf, size_t b
 
 Status finish(const WorkPtr& w) { return w->wait(); }
 
+// The blocking form of start().
+Status run(CommunicatorImpl& impl, CollectiveArgs a) {
+  Status st = validate_collective(a, impl.rank(), impl.size());
+  if (!st.ok()) return st;
+  return impl.run_blocking(std::move(a));
+}
+
 }  // namespace
 
 WorkPtr Communicator::send_async(const void* buf, size_t bytes, int peer, uint32_t tag) {
@@ -166,17 +173,17 @@ WorkPtr Communicator::barrier_async() {
 
 Status Communicator::allreduce(const void* send, void* recv, size_t count, DataType dtype,
                                ReduceOp op) {
-  return finish(allreduce_async(send, recv, count, dtype, op));
+  return run(*impl_, args(OpKind::allreduce, send, recv, count, dtype, op));
 }
 Status Communicator::broadcast(void* buf, size_t count, DataType dtype, int root) {
-  return finish(broadcast_async(buf, count, dtype, root));
+  return run(*impl_, args(OpKind::broadcast, buf, buf, count, dtype, ReduceOp::sum, root));
 }
 Status Communicator::reduce(const void* send, void* recv, size_t count, DataType dtype,
                             ReduceOp op, int root) {
-  return finish(reduce_async(send, recv, count, dtype, op, root));
+  return run(*impl_, args(OpKind::reduce, send, recv, count, dtype, op, root));
 }
 Status Communicator::allgather(const void* send, void* recv, size_t count, DataType dtype) {
-  return finish(allgather_async(send, recv, count, dtype));
+  return run(*impl_, args(OpKind::allgather, send, recv, count, dtype));
 }
 Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
                                 std::span<const size_t> recv_counts,
@@ -185,16 +192,16 @@ Status Communicator::allgatherv(const void* send, size_t send_count, void* recv,
 }
 Status Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType dtype,
                                     ReduceOp op) {
-  return finish(reduce_scatter_async(send, recv, count, dtype, op));
+  return run(*impl_, args(OpKind::reduce_scatter, send, recv, count, dtype, op));
 }
 Status Communicator::gather(const void* send, void* recv, size_t count, DataType dtype, int root) {
-  return finish(gather_async(send, recv, count, dtype, root));
+  return run(*impl_, args(OpKind::gather, send, recv, count, dtype, ReduceOp::sum, root));
 }
 Status Communicator::scatter(const void* send, void* recv, size_t count, DataType dtype, int root) {
-  return finish(scatter_async(send, recv, count, dtype, root));
+  return run(*impl_, args(OpKind::scatter, send, recv, count, dtype, ReduceOp::sum, root));
 }
 Status Communicator::alltoall(const void* send, void* recv, size_t count, DataType dtype) {
-  return finish(alltoall_async(send, recv, count, dtype));
+  return run(*impl_, args(OpKind::alltoall, send, recv, count, dtype));
 }
 Status Communicator::alltoallv(const void* send, std::span<const size_t> send_counts,
                                std::span<const size_t> send_displs, void* recv,
@@ -203,7 +210,9 @@ Status Communicator::alltoallv(const void* send, std::span<const size_t> send_co
   return finish(alltoallv_async(send, send_counts, send_displs, recv, recv_counts, recv_displs,
                                 dtype));
 }
-Status Communicator::barrier() { return finish(barrier_async()); }
+Status Communicator::barrier() {
+  return run(*impl_, args(OpKind::barrier, nullptr, nullptr, 0, DataType::uint8));
+}
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   auto child = impl_->split(color, key);

@@ -237,6 +237,7 @@ void CommunicatorImpl::set_broken(const Status& st) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (broken_.ok()) broken_ = st;
+    is_broken_.store(true, std::memory_order_release);
   }
   transport_->fail(st);
   if (hierarchy_) hierarchy_->abort(st.message());
@@ -261,6 +262,40 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit_p2p(OpKind kind, void* buf, s
   return submit(std::move(op));
 }
 
+void CommunicatorImpl::prepare_collective(Op& op, std::chrono::steady_clock::time_point queued,
+                                          bool run_now) {
+  op.fp = make_fingerprint(op.args, ++next_seq_);
+  op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
+  op.algorithm = op.hierarchical
+                     ? Algorithm::hierarchical
+                     : selected_algorithm(op.args.kind, payload_bytes(op.args, size()), size(),
+                                          options_, transport_->shared_capacity());
+  // Run at once: recorded as running from the start (one recorder update less).
+  if (run_now) op.started = queued;
+  op.record = recorder_->add_collective(op.kind, op.fp.dtype, op.fp.op, op.fp.root, op.fp.count,
+                                        op.fp.seq, op.algorithm, queued, run_now);
+}
+
+Status CommunicatorImpl::run_blocking(CollectiveArgs args) {
+  Op op;
+  op.args = std::move(args);
+  op.kind = op.args.kind;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!broken_.ok() || shut_down_ || !queue_.empty() || running_) {
+    lock.unlock();
+    return submit(std::move(op))->wait(std::chrono::milliseconds::max());
+  }
+  // Nothing ahead of it: run here, with no Work to allocate, finish and wait on.
+  prepare_collective(op, std::chrono::steady_clock::now(), true);
+  running_ = true;
+  lock.unlock();
+  const Status st = execute(op);
+  lock.lock();
+  running_ = false;
+  cv_.notify_all();
+  return st;
+}
+
 std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   op.work = std::make_shared<WorkImpl>();
   auto work = op.work;
@@ -276,17 +311,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   const auto queued = std::chrono::steady_clock::now();
   const bool run_now = queue_.empty() && !running_;
   if (!op.p2p) {
-    op.fp = make_fingerprint(op.args, ++next_seq_);
-    op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
-    op.algorithm = op.hierarchical ? Algorithm::hierarchical
-                                   : selected_algorithm(op.args.kind, payload_bytes(op.args, size()),
-                                                        size(), options_,
-                                                        transport_->shared_capacity());
-    // Run at once: recorded as running from the start (one recorder update less).
-    if (run_now) op.started = queued;
-    op.record = recorder_->add_collective(op.kind, op.fp.dtype, op.fp.op, op.fp.root,
-                                          op.fp.count, op.fp.seq, op.algorithm, queued,
-                                          run_now);
+    prepare_collective(op, queued, run_now);
   } else {
     FlightEntry entry;
     entry.kind = op.kind;
@@ -302,7 +327,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   if (run_now) {
     running_ = true;
     lock.unlock();
-    execute(op);
+    (void)execute(op);
     lock.lock();
     running_ = false;
     cv_.notify_all();
@@ -324,7 +349,7 @@ void CommunicatorImpl::executor_loop() {
     queue_.pop_front();
     running_ = true;
     lock.unlock();
-    execute(op);
+    (void)execute(op);
     lock.lock();
     running_ = false;
     cv_.notify_all();
@@ -346,11 +371,12 @@ Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
   return st;
 }
 
-void CommunicatorImpl::execute(Op& op) {
-  if (Status b = broken(); !b.ok()) {
+Status CommunicatorImpl::execute(Op& op) {
+  if (is_broken_.load(std::memory_order_acquire)) {
+    const Status b = broken();
     recorder_->mark_ended(op.record, b);  // also gives its slot back to the recorder
-    op.work->finish(b);
-    return;
+    if (op.work) op.work->finish(b);
+    return b;
   }
   if (op.p2p) {
     Request& r = op.work->request();
@@ -372,14 +398,14 @@ void CommunicatorImpl::execute(Op& op) {
     } else {
       transport_->post_recv(&r);
     }
-    return;
+    return Status();
   }
   // Clock reads cost tens of nanoseconds here: one for the start (none when the operation runs
   // at submission) and one for the end, shared by everything that records them.
   const auto started = op.started != std::chrono::steady_clock::time_point{}
                            ? op.started
                            : std::chrono::steady_clock::now();
-  op.work->mark_started(started);
+  if (op.work) op.work->mark_started(started);
   if (op.started == std::chrono::steady_clock::time_point{}) recorder_->mark_running(op.record, started);
   Status st;
   if (op.hierarchical) {
@@ -404,7 +430,8 @@ void CommunicatorImpl::execute(Op& op) {
       dump_flight_record(st);
     }
   }
-  op.work->finish(st, ended);
+  if (op.work) op.work->finish(st, ended);
+  return st;
 }
 
 

@@ -51,6 +51,9 @@ class CommunicatorImpl {
 
   // `args` has been validated. Returns the Work; blocking callers wait on it.
   std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args);
+  // The blocking form: runs on the calling thread without a Work when nothing is queued or
+  // running (the common case), else submits and waits.
+  Status run_blocking(CollectiveArgs args);
   std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer,
                                        uint32_t tag);
   // An error Work, already finished (bad arguments, broken communicator).
@@ -86,7 +89,7 @@ class CommunicatorImpl {
     size_t bytes = 0;
     int peer = -1;
     uint32_t tag = 0;
-    std::shared_ptr<WorkImpl> work;
+    std::shared_ptr<WorkImpl> work;  // null when run_blocking runs it without one
     uint64_t record = 0;  // flight recorder entry
     // When it started if it runs inline at submission (then it is the queueing time); unset when
     // it waited in the queue.
@@ -95,7 +98,11 @@ class CommunicatorImpl {
 
   CommunicatorImpl() = default;
   std::shared_ptr<WorkImpl> submit(Op op);
-  void execute(Op& op);
+  // mu_ held: sequence number, algorithm and flight record of a collective.
+  void prepare_collective(Op& op, std::chrono::steady_clock::time_point queued, bool run_now);
+  // Runs `op` (a collective to its end; a point-to-point operation is only posted) and finishes
+  // its Work if it has one; returns the collective's status.
+  Status execute(Op& op);
   void executor_loop();
   void set_broken(const Status& st);
   Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
@@ -144,6 +151,7 @@ class CommunicatorImpl {
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   Status broken_;
+  std::atomic<bool> is_broken_{false};  // broken_ is set (read without mu_ on the fast path)
   std::thread executor_;
   bool shut_down_ = false;
   std::mutex watch_mu_;

@@ -155,7 +155,7 @@ TEST(OptionsApply, RejectsBadValuesAndUnknownKeysWithSuggestions) {
   Status s = o.apply("WEFT_ALGO_BROADCAST", "pairwise");
   EXPECT_EQ(s.message(),
             "WEFT_ALGO_BROADCAST=pairwise: pairwise does not implement broadcast (choose one of: "
-            "ring, binomial, direct, hierarchical)");
+            "ring, binomial, direct, hierarchical, shm_direct)");
   s = o.apply("WEFT_CHUNK_BYTE", "1M");
   EXPECT_EQ(s.code(), ErrorCode::not_found);
   EXPECT_NE(s.message().find("did you mean WEFT_CHUNK_BYTES?"), std::string::npos) << s.message();
@@ -218,7 +218,7 @@ TEST(OptionsValidate, AcceptsDefaultsAndRejectsEachBadValue) {
       {[](Options& o) { o.shm_ring_bytes = (1 << 20) + 100; }, "shm_ring_bytes=1048676"},
       {[](Options& o) { o.set_algorithm(OpKind::broadcast, Algorithm::pairwise); },
        "WEFT_ALGO_BROADCAST=pairwise: pairwise does not implement broadcast (choose one of: ring, "
-       "binomial, direct, hierarchical)"},
+       "binomial, direct, hierarchical, shm_direct)"},
       {[](Options& o) { o.set_algorithm(OpKind::send, Algorithm::direct); }, "WEFT_ALGO_SEND"},
   };
   for (const auto& [mutate, expected] : cases) {

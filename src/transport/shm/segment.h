@@ -95,7 +95,7 @@ static_assert(sizeof(SegmentHeader) <= kPage);
 // (Algorithm::shm_direct): operation number c uses DirectSlot c % 2. The owner writes the fields
 // and the data, then `call` = c (release); peers wait for that, check the fingerprint and read
 // the data in place. The owner reuses a slot (operation c + 2) only once every peer has published
-// c + 1, i.e. finished reading c. `call` is 0 while the owner rewrites the slot. The data starts
+// c + 1, i.e. finished reading c. The data starts
 // right after the header (16-byte aligned), so up to 16 bytes share its cache line: an 8-byte
 // allreduce moves one line per peer.
 struct DirectSlot {

@@ -156,6 +156,8 @@ class ShmTransport final : public Transport {
   // A peer that runs the current collective through its DirectSlot while this rank exchanges
   // messages for it (the ranks disagree on the call): the mismatch; ok otherwise.
   Status direct_mismatch();
+  // After shared_publish: rings the peers that sleep (at the latest when the operation ends).
+  void wake_sleepers();
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
   int progress_all();
   Status progress_peer(Peer& p, int& moved);         // p.mu held
@@ -207,6 +209,7 @@ class ShmTransport final : public Transport {
   // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
   uint64_t direct_call_ = 0;
   Fingerprint direct_fp_;
+  bool wake_pending_ = false;  // published since the last wake_sleepers
   std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
 
   std::mutex any_mu_;
@@ -541,6 +544,7 @@ void ShmTransport::begin_operation(const Fingerprint& fp) {
 }
 
 void ShmTransport::end_operation() {
+  wake_sleepers();
   op_active_.store(false, std::memory_order_release);
   if (p2p_used_.load(std::memory_order_acquire)) {
     std::lock_guard<std::mutex> lock(bg_mu_);
@@ -918,8 +922,10 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
       cpu_pause();
       continue;
     }
-    // Now and then: move the rings (a peer's message for this very collective is a mismatch,
-    // its failure report or exit ends the wait) and look at the clock.
+    // Now and then: wake the peers this rank's publication is for (before this rank may sleep
+    // itself), move the rings (a peer's message for this very collective is a mismatch, its
+    // failure report or exit ends the wait) and look at the clock.
+    wake_sleepers();
     progress_all();
     if (failed_.load(std::memory_order_acquire)) return failure();
     if (ready()) return Status();
@@ -968,9 +974,8 @@ Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_p
     }
   }
   DirectSlot& s = own_->direct(static_cast<int>(c & 1));
-  // Seqlock-style: `call` is 0 while the fields change (direct_mismatch reads them from peers).
-  s.call.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
+  // No "being written" marker: the peers poll this line, and every extra store to it while they
+  // do can cost them another transfer. `call` (last, release) says the fields are complete.
   s.seq.store(fp.seq, std::memory_order_relaxed);
   s.count.store(fp.count, std::memory_order_relaxed);
   s.kind.store(static_cast<uint8_t>(fp.kind), std::memory_order_relaxed);
@@ -984,7 +989,18 @@ void ShmTransport::shared_publish(size_t bytes) {
   DirectSlot& s = own_->direct(static_cast<int>(direct_call_ & 1));
   s.bytes.store(std::min(bytes, kDirectBytes), std::memory_order_relaxed);
   s.call.store(direct_call_, std::memory_order_release);
-  // Wake the peers that announced a sleep (see wait_shared).
+  // Peers asleep on their doorbell are woken later (wake_sleepers): a full fence here would stall
+  // this rank until the slot's line left its store buffer, in series with the wait that follows.
+  wake_pending_ = true;
+  static const bool eager = getenv("DBG_EAGER") != nullptr;
+  if (eager) wake_sleepers();
+}
+
+void ShmTransport::wake_sleepers() {
+  if (!wake_pending_) return;
+  wake_pending_ = false;
+  // Pairs with the sleeper's announce-then-look (wait_shared): either it sees the published slot
+  // or this sees its announcement.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   for (auto& peer : peers_) {
     if (peer->rank != rank_ && peer->hdr->sleepers.load(std::memory_order_relaxed) != 0) {
@@ -1046,6 +1062,9 @@ Status ShmTransport::direct_mismatch() {
     const Peer& p = *peer;
     if (p.rank == rank_) continue;
     for (const DirectSlot* s : p.direct) {
+      // A slot whose seq is this collective's: the peer runs it through its shared buffer while
+      // this rank exchanges messages for it, a disagreement whatever else the slot says (its
+      // other fields may still be half written; they only make the message).
       const uint64_t call = s->call.load(std::memory_order_acquire);
       if (call == 0 || s->seq.load(std::memory_order_relaxed) != current.seq) continue;
       Fingerprint remote;
@@ -1055,8 +1074,6 @@ Status ShmTransport::direct_mismatch() {
       remote.dtype = static_cast<DataType>(s->dtype.load(std::memory_order_relaxed));
       remote.op = static_cast<ReduceOp>(s->op.load(std::memory_order_relaxed));
       remote.root = s->root.load(std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
-      if (s->call.load(std::memory_order_relaxed) != call) continue;  // being rewritten
       Status st = collective_mismatch(rank_, current, p.rank, remote);
       if (st.ok()) {
         st = Status(ErrorCode::mismatch,
