@@ -377,6 +377,39 @@ TEST_P(CommunicatorTest, MissingRankTimesOutNamingTheOperation) {
   });
 }
 
+// Over shared memory, small calls of every collective but alltoallv run through the shared
+// buffers (the flight record says so) and give the right results; a forced algorithm wins; a
+// payload too large for the buffers runs the size-based choice. Over TCP they never do.
+TEST_P(CommunicatorTest, SmallCollectivesOverShmRunThroughSharedBuffers) {
+  const bool shm = GetParam() == TransportKind::shm;
+  Options o = test_options();
+  o.set_algorithm(OpKind::broadcast, Algorithm::binomial);
+  run_comm_ranks(3, o, [&](Communicator& c) {
+    const int r = c.rank();
+    std::vector<double> v(4, r + 1.0), out(4);
+    ASSERT_TRUE(c.allreduce(v.data(), out.data(), 4, DataType::fp64, ReduceOp::avg).ok());
+    EXPECT_EQ(out[3], 2.0);
+    std::vector<int32_t> all(3 * 2), mine(2, r);
+    ASSERT_TRUE(c.allgather(mine.data(), all.data(), 2, DataType::int32).ok());
+    EXPECT_EQ(all, (std::vector<int32_t>{0, 0, 1, 1, 2, 2}));
+    std::vector<int32_t> b(3, r == 2 ? 7 : 0);
+    ASSERT_TRUE(c.broadcast(b.data(), 3, DataType::int32, 2).ok());
+    EXPECT_EQ(b[2], 7);
+    std::vector<float> big(8192, 1.0f);  // 32 KiB: more than a shared buffer holds
+    ASSERT_TRUE(c.allreduce(big.data(), big.data(), big.size(), DataType::fp32, ReduceOp::sum).ok());
+    EXPECT_EQ(big[8191], 3.0f);
+    ASSERT_TRUE(c.barrier().ok());
+    auto doc = nlohmann::json::parse(c.flight_record_json());
+    const auto& e = doc["entries"];
+    ASSERT_EQ(e.size(), 5u);
+    EXPECT_EQ(e[0]["algorithm"], shm ? "shm_direct" : "recursive_doubling");
+    EXPECT_EQ(e[1]["algorithm"], shm ? "shm_direct" : "recursive_doubling");
+    EXPECT_EQ(e[2]["algorithm"], "binomial");  // forced
+    EXPECT_EQ(e[3]["algorithm"], "halving_doubling");
+    EXPECT_EQ(e[4]["algorithm"], shm ? "shm_direct" : "dissemination");
+  });
+}
+
 // The flight recorder lists every operation with its state; when one fails, the record lands in
 // diag_dir with the failed operation and the error.
 TEST_P(CommunicatorTest, FlightRecordNamesTheFailedOperationInDiagDir) {

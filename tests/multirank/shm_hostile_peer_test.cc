@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -38,6 +39,12 @@ class FakeRank0 {
     EXPECT_TRUE(peer.ok()) << peer.status().to_string();
     peer_ = std::move(peer.value());
     EXPECT_TRUE(store.set("shm/ready/0", "1").ok());
+  }
+
+  // Fills DirectSlot `parity` of its own segment (fields, then `call` last) and rings rank 1.
+  void write_slot(int parity, const std::function<void(shm::DirectSlot&, uint8_t*)>& fill) {
+    fill(own_->direct(parity), own_->direct_data(parity));
+    shm::ring(peer_->header());
   }
 
   void write(const std::vector<uint8_t>& bytes, uint64_t tail_override = 0) {
@@ -181,6 +188,113 @@ TEST(ShmHostilePeerTest, HostileRecordsFailTheReceiveWithAProtocolError) {
     EXPECT_EQ(st.code(), ErrorCode::protocol) << c.name << ": " << st.to_string();
     EXPECT_NE(st.message().find("rank 0"), std::string::npos) << c.name << ": " << st.message();
     EXPECT_NE(st.message().find(c.expect), std::string::npos) << c.name << ": " << st.message();
+  }
+}
+
+// Rank 1 runs a shared-buffer collective (call 1: an allreduce of 2 floats, sequence 1) against
+// the fake rank 0's DirectSlot; returns what reading rank 0's contribution gave.
+Status shared_read_against(const std::function<void(shm::DirectSlot&, uint8_t*)>& fill,
+                           std::chrono::milliseconds patience = 10s) {
+  static std::atomic<uint64_t> next{1};
+  const uint64_t token = 0x5157000000ull + next.fetch_add(1) + (static_cast<uint64_t>(::getpid()) << 40);
+  auto store = make_memory_store();
+  BufferPool pool;
+  std::unique_ptr<FakeRank0> fake;
+  std::thread t([&] { fake = std::make_unique<FakeRank0>(*store, token); });
+  ShmTransportConfig cfg;
+  cfg.rank = 1;
+  cfg.size = 2;
+  cfg.token = token;
+  cfg.options.shm_ring_bytes = kRing;
+  cfg.options.connect_timeout = 10s;
+  auto tr = make_shm_transport(cfg, *store, pool);
+  t.join();
+  if (!tr.ok()) return tr.status();
+  Fingerprint fp;
+  fp.kind = OpKind::allreduce;
+  fp.dtype = DataType::fp32;
+  fp.count = 2;
+  fp.seq = 1;
+  (*tr)->begin_operation(fp);
+  const auto deadline = Completion::Clock::now() + patience;
+  auto buf = (*tr)->shared_begin(fp, deadline);
+  EXPECT_TRUE(buf.ok()) << buf.status().to_string();
+  if (!buf.ok()) return buf.status();
+  std::memset(buf.value(), 0x22, 8);
+  (*tr)->shared_publish(8);
+  fake->write_slot(1, fill);
+  auto data = (*tr)->shared_read(0, deadline);
+  (*tr)->end_operation();
+  Status st = data.ok() ? Status() : data.status();
+  if (data.ok()) {
+    EXPECT_LE(data->size(), (*tr)->shared_capacity());
+    for (uint8_t b : *data) EXPECT_EQ(b, 0x33);  // what the valid case wrote
+  }
+  tr->reset();
+  fake.reset();
+  return st;
+}
+
+// A well-formed slot for call 1 of the fingerprint above.
+void valid_slot(shm::DirectSlot& s, uint8_t* data) {
+  std::memset(data, 0x33, 8);
+  s.seq = 1;
+  s.count = 2;
+  s.kind = static_cast<uint8_t>(OpKind::allreduce);
+  s.dtype = static_cast<uint8_t>(DataType::fp32);
+  s.op = static_cast<uint8_t>(ReduceOp::sum);
+  s.root = -1;
+  s.bytes = 8;
+  s.call.store(1, std::memory_order_release);
+}
+
+TEST(ShmHostilePeerTest, HostileSharedBuffersFailTheCollectiveCleanly) {
+  EXPECT_TRUE(shared_read_against(valid_slot).ok());
+  struct SlotCase {
+    const char* name;
+    std::function<void(shm::DirectSlot&)> spoil;
+    ErrorCode code;
+    const char* expect;
+  };
+  const std::vector<SlotCase> cases = {
+      {"bytes past the buffer", [](shm::DirectSlot& s) { s.bytes = uint64_t{1} << 40; },
+       ErrorCode::protocol, "rank 0 wrote a malformed shared-memory slot: 1099511627776 bytes"},
+      {"a later call", [](shm::DirectSlot& s) { s.call = 7; }, ErrorCode::protocol,
+       "operation 7 where 1 was expected"},
+      {"unknown kind", [](shm::DirectSlot& s) { s.kind = 250; }, ErrorCode::mismatch, "rank 0 called"},
+      {"unknown dtype", [](shm::DirectSlot& s) { s.dtype = 99; }, ErrorCode::mismatch, "rank 0 called"},
+      {"other count", [](shm::DirectSlot& s) { s.count = 3; }, ErrorCode::mismatch,
+       "rank 1 called allreduce #1 (f32 x 2, sum) but rank 0 called allreduce #1 (f32 x 3, sum)"},
+      {"earlier sequence", [](shm::DirectSlot& s) { s.seq = 0; }, ErrorCode::mismatch, "rank 0"},
+  };
+  for (const SlotCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Status st = shared_read_against([&](shm::DirectSlot& s, uint8_t* data) {
+      valid_slot(s, data);
+      c.spoil(s);
+    });
+    EXPECT_EQ(st.code(), c.code) << st.to_string();
+    EXPECT_NE(st.message().find(c.expect), std::string::npos) << st.to_string();
+  }
+  // Random headers: a clean error (or, for a harmless one, success or a timeout), never a crash.
+  std::mt19937_64 rng(20261203);
+  for (int i = 0; i < 40; ++i) {
+    std::array<uint64_t, 6> words;
+    for (auto& w : words) w = rng() % 4 == 0 ? rng() : rng() % 8;
+    Status st = shared_read_against(
+        [&](shm::DirectSlot& s, uint8_t* data) {
+          valid_slot(s, data);
+          s.seq = words[0];
+          s.count = words[1];
+          s.kind = static_cast<uint8_t>(words[2]);
+          s.bytes = words[3];
+          s.root = static_cast<int32_t>(words[4]);
+          s.call = words[5] % 3 == 0 ? words[5] : 1;
+        },
+        300ms);
+    EXPECT_TRUE(st.ok() || st.code() == ErrorCode::protocol || st.code() == ErrorCode::mismatch ||
+                st.code() == ErrorCode::timeout)
+        << st.to_string();
   }
 }
 
