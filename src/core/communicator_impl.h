@@ -90,6 +90,7 @@ class CommunicatorImpl {
     int peer = -1;
     uint32_t tag = 0;
     std::shared_ptr<WorkImpl> work;  // null when run_blocking runs it without one
+    bool coarse_clock = false;       // run_blocking: stamped with coarse_now()
     uint64_t record = 0;  // flight recorder entry
     // When it started if it runs inline at submission (then it is the queueing time); unset when
     // it waited in the queue.

@@ -4,7 +4,7 @@
 // both rings shared with it; whoever makes progress (the operation's thread in wait(), the
 // progress thread between operations, a poster) takes it, and copies into or out of a ring only
 // while holding it, so fail() (which takes every peer mutex) returns only once no buffer is
-// touched. Lock order: one Peer::mu (or all of them in rank order), then any_mu_ or fp_mu_ (leaf
+// touched. Lock order: one Peer::mu (or all of them in rank order), then any_mu_ (leaf
 // locks, like err_mu_).
 #include "transport/shm/shm_transport.h"
 
@@ -64,6 +64,51 @@ void cpu_pause() {
   __builtin_ia32_pause();
 #endif
 }
+
+// The fingerprint of the collective running now: written by the thread running collectives
+// (begin_operation), read by any thread that checks an arrival against it. A seqlock, so the
+// writer (on the path of every collective) never takes a lock.
+class CurrentFingerprint {
+ public:
+  void store(const Fingerprint& fp) {
+    const uint32_t v = version_.load(std::memory_order_relaxed);
+    version_.store(v + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    kind_.store(static_cast<uint8_t>(fp.kind), std::memory_order_relaxed);
+    dtype_.store(static_cast<uint8_t>(fp.dtype), std::memory_order_relaxed);
+    op_.store(static_cast<uint8_t>(fp.op), std::memory_order_relaxed);
+    root_.store(fp.root, std::memory_order_relaxed);
+    count_.store(fp.count, std::memory_order_relaxed);
+    seq_.store(fp.seq, std::memory_order_relaxed);
+    version_.store(v + 2, std::memory_order_release);
+  }
+  Fingerprint load() const {
+    for (;;) {
+      const uint32_t v = version_.load(std::memory_order_acquire);
+      if ((v & 1) != 0) {
+        cpu_pause();
+        continue;
+      }
+      Fingerprint fp;
+      fp.kind = static_cast<OpKind>(kind_.load(std::memory_order_relaxed));
+      fp.dtype = static_cast<DataType>(dtype_.load(std::memory_order_relaxed));
+      fp.op = static_cast<ReduceOp>(op_.load(std::memory_order_relaxed));
+      fp.root = root_.load(std::memory_order_relaxed);
+      fp.count = count_.load(std::memory_order_relaxed);
+      fp.seq = seq_.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (version_.load(std::memory_order_relaxed) == v) return fp;
+    }
+  }
+
+ private:
+  std::atomic<uint32_t> version_{0};
+  std::atomic<uint8_t> kind_{static_cast<uint8_t>(OpKind::send)};
+  std::atomic<uint8_t> dtype_{static_cast<uint8_t>(DataType::uint8)};
+  std::atomic<uint8_t> op_{static_cast<uint8_t>(ReduceOp::sum)};
+  std::atomic<int32_t> root_{-1};
+  std::atomic<uint64_t> count_{0}, seq_{0};
+};
 
 // A message that arrived before its receive was posted.
 struct Unexpected {
@@ -204,8 +249,7 @@ class ShmTransport final : public Transport {
   Status error_;
   std::atomic<bool> failed_{false};
 
-  std::mutex fp_mu_;
-  Fingerprint current_;
+  CurrentFingerprint current_;
   // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
   uint64_t direct_call_ = 0;
   Fingerprint direct_fp_;
@@ -510,8 +554,7 @@ void ShmTransport::return_credits(Peer& p, size_t bytes) {
 
 Status ShmTransport::check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp) {
   if (is_p2p(tag)) return Status();
-  std::lock_guard<std::mutex> lock(fp_mu_);
-  return collective_mismatch(rank_, current_, p.rank, fp);
+  return collective_mismatch(rank_, current_.load(), p.rank, fp);
 }
 
 Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes,
@@ -521,8 +564,7 @@ Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes
 
 void ShmTransport::begin_operation(const Fingerprint& fp) {
   {
-    std::lock_guard<std::mutex> fp_lock(fp_mu_);
-    current_ = fp;
+    current_.store(fp);
   }
   // Messages parked before: checked against the new operation here; later arrivals are checked
   // against it when they arrive. Usually none is parked: then no peer lock is taken.
@@ -1052,11 +1094,7 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
 }
 
 Status ShmTransport::direct_mismatch() {
-  Fingerprint current;
-  {
-    std::lock_guard<std::mutex> lock(fp_mu_);
-    current = current_;
-  }
+  const Fingerprint current = current_.load();
   if (current.seq == 0) return Status();
   for (auto& peer : peers_) {
     const Peer& p = *peer;
