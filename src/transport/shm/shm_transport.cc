@@ -1034,8 +1034,6 @@ void ShmTransport::shared_publish(size_t bytes) {
   // Peers asleep on their doorbell are woken later (wake_sleepers): a full fence here would stall
   // this rank until the slot's line left its store buffer, in series with the wait that follows.
   wake_pending_ = true;
-  static const bool eager = getenv("DBG_EAGER") != nullptr;
-  if (eager) wake_sleepers();
 }
 
 void ShmTransport::wake_sleepers() {
