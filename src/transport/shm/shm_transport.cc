@@ -1078,13 +1078,11 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
   const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
   if (bytes > kDirectBytes) return bad(fmt::format("{} bytes (at most {})", bytes, kDirectBytes));
   if (!(remote == direct_fp_)) {
-    // describe() of a hostile fingerprint stays bounded: unknown enum values print as numbers.
-    Status st = collective_mismatch(rank_, direct_fp_, peer, remote);
-    if (st.ok()) {
-      st = Status(ErrorCode::mismatch,
-                  fmt::format("rank {} called {} but rank {} called {}", rank_,
-                              direct_fp_.describe(), peer, remote.describe()));
-    }
+    // Both ranks are at the same shared-buffer call, so these are the calls they made (whatever
+    // the sequence numbers say). describe() of a hostile fingerprint stays bounded: unknown enum
+    // values print as numbers.
+    Status st(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", rank_,
+                                               direct_fp_.describe(), peer, remote.describe()));
     fail(st);
     return st;
   }
