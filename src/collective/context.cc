@@ -178,21 +178,19 @@ void* Context::scratch(size_t bytes) {
   return p;
 }
 
-Status Context::timeout_error(const Request& r) const { return timeout_error(r.peer); }
+Status Context::timeout_error(const Request& r) const {
+  return timeout_error(fmt::format("waiting for rank {}", r.peer));
+}
 
-Status Context::timeout_error(int peer) const {
-  return Status(ErrorCode::timeout,
-                fmt::format("rank {}: {} timed out after {} waiting for rank {}", rank(),
-                            fp_.describe(), format_duration(options_.timeout), peer));
+Status Context::timeout_error(std::string_view waiting) const {
+  return Status(ErrorCode::timeout, fmt::format("rank {}: {} timed out after {} {}", rank(),
+                                                fp_.describe(), format_duration(options_.timeout),
+                                                waiting));
 }
 
 Status Context::remember(Status st) {
   // The transport's timeout says only whom it waited for ("waiting for rank 3").
-  if (st.code() == ErrorCode::timeout) {
-    st = Status(ErrorCode::timeout, fmt::format("rank {}: {} timed out after {} {}", rank(),
-                                                fp_.describe(), format_duration(options_.timeout),
-                                                st.message()));
-  }
+  if (st.code() == ErrorCode::timeout) st = timeout_error(st.message());
   if (error_.ok()) error_ = st;
   return st;
 }

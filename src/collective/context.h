@@ -19,6 +19,7 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "runtime/completion.h"
@@ -100,7 +101,7 @@ class Context {
   void release(Request* r);
   Status finish(Request* r);  // takes a done request's status and releases it
   Status timeout_error(const Request& r) const;
-  Status timeout_error(int peer) const;
+  Status timeout_error(std::string_view waiting) const;  // "...timed out after 30 s <waiting>"
   Status remember(Status st);  // shared_*: keeps the first error, completes a timeout's text
 
   Transport& transport_;

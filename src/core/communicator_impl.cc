@@ -301,9 +301,13 @@ Status CommunicatorImpl::run_blocking(CollectiveArgs args) {
   // with the coarse clock (no Work reports its times; see coarse_now).
   op.coarse_clock = true;
   prepare_collective(op, coarse_now(), true);
+  return execute_unlocked(lock, op);
+}
+
+Status CommunicatorImpl::execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op) {
   running_ = true;
   lock.unlock();
-  const Status st = execute(op);
+  Status st = execute(op);
   lock.lock();
   running_ = false;
   cv_.notify_all();
@@ -339,12 +343,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     op.record = recorder_->add(std::move(entry));
   }
   if (run_now) {
-    running_ = true;
-    lock.unlock();
-    (void)execute(op);
-    lock.lock();
-    running_ = false;
-    cv_.notify_all();
+    (void)execute_unlocked(lock, op);
     return work;
   }
   queue_.push_back(std::move(op));
@@ -361,12 +360,7 @@ void CommunicatorImpl::executor_loop() {
     if (queue_.empty() || running_) continue;
     Op op = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
-    lock.unlock();
-    (void)execute(op);
-    lock.lock();
-    running_ = false;
-    cv_.notify_all();
+    (void)execute_unlocked(lock, op);
   }
 }
 

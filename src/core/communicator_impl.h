@@ -104,6 +104,8 @@ class CommunicatorImpl {
   // Runs `op` (a collective to its end; a point-to-point operation is only posted) and finishes
   // its Work if it has one; returns the collective's status.
   Status execute(Op& op);
+  // mu_ held through `lock`: execute(op) with running_ set and mu_ released, then wakes waiters.
+  Status execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op);
   void executor_loop();
   void set_broken(const Status& st);
   Status p2p_deadline_passed(const WorkImpl& w, const Op& op);

@@ -28,7 +28,8 @@ constexpr size_t kRing = 64 * 1024;
 class FakeRank0 {
  public:
   FakeRank0(Store& store, uint64_t token) {
-    const std::string name = "/weft-" + std::to_string(token) + "-hostile-" + std::to_string(::getpid());
+    const std::string name =
+        "/weft-" + std::to_string(token) + "-hostile-" + std::to_string(::getpid());
     auto own = shm::Segment::create(name, 0, 2, token, kRing);
     EXPECT_TRUE(own.ok()) << own.status().to_string();
     own_ = std::move(own.value());
@@ -43,7 +44,7 @@ class FakeRank0 {
 
   // Fills DirectSlot `parity` of its own segment (fields, then `call` last) and rings rank 1.
   void write_slot(int parity, const std::function<void(shm::DirectSlot&, uint8_t*)>& fill) {
-    fill(own_->direct(parity), own_->direct_data(parity));
+    fill(own_->direct(parity), shm::direct_data(own_->direct(parity)));
     shm::ring(peer_->header());
   }
 
@@ -76,27 +77,46 @@ shm::Record eager(uint32_t len) {
   return r;
 }
 
+// Rank 1 (a real transport) connected to the fake rank 0 through a fresh store; the transport
+// goes before the fake and the pool.
+struct AgainstFake {
+  std::shared_ptr<Store> store = make_memory_store();
+  BufferPool pool;
+  std::unique_ptr<FakeRank0> fake;
+  std::unique_ptr<Transport> transport;
+
+  Status start() {
+    static std::atomic<uint64_t> next{1};
+    const uint64_t token =
+        0x4057000000ull + next.fetch_add(1) + (static_cast<uint64_t>(::getpid()) << 40);
+    std::thread t([&] { fake = std::make_unique<FakeRank0>(*store, token); });
+    ShmTransportConfig cfg;
+    cfg.rank = 1;
+    cfg.size = 2;
+    cfg.token = token;
+    cfg.options.shm_ring_bytes = kRing;
+    cfg.options.connect_timeout = 10s;
+    auto tr = make_shm_transport(cfg, *store, pool);
+    t.join();
+    if (!tr.ok()) return tr.status();
+    transport = std::move(tr.value());
+    return Status();
+  }
+  ~AgainstFake() {
+    transport.reset();
+    fake.reset();
+  }
+};
+
 // Runs rank 1 (a real transport) against the fake rank 0; returns the receive's status.
 // `patience`: how long the receive may take; with must_finish false a receive still pending then
 // reads as ErrorCode::timeout (a harmless random record).
 Status receive_against(const std::function<void(FakeRank0&)>& hostile,
                        std::chrono::milliseconds patience = 10s, bool must_finish = true) {
   constexpr size_t recv_bytes = 16;
-  static std::atomic<uint64_t> next{1};
-  const uint64_t token = 0x4057000000ull + next.fetch_add(1) + (static_cast<uint64_t>(::getpid()) << 40);
-  auto store = make_memory_store();
-  BufferPool pool;
-  std::unique_ptr<FakeRank0> fake;
-  std::thread t([&] { fake = std::make_unique<FakeRank0>(*store, token); });
-  ShmTransportConfig cfg;
-  cfg.rank = 1;
-  cfg.size = 2;
-  cfg.token = token;
-  cfg.options.shm_ring_bytes = kRing;
-  cfg.options.connect_timeout = 10s;
-  auto tr = make_shm_transport(cfg, *store, pool);
-  t.join();
-  if (!tr.ok()) return tr.status();
+  AgainstFake a;
+  WEFT_RETURN_IF_ERROR(a.start());
+  Transport* tr = a.transport.get();
   std::vector<uint8_t> buf(recv_bytes + 64, 0x11);
   Completion c;
   Request r;
@@ -109,17 +129,17 @@ Status receive_against(const std::function<void(FakeRank0&)>& hostile,
   r.fp.count = recv_bytes;
   r.completion = &c;
   const uint32_t seen = c.generation();
-  (*tr)->post_recv(&r);
-  hostile(*fake);
+  tr->post_recv(&r);
+  hostile(*a.fake);
   const auto deadline = Completion::Clock::now() + patience;
   uint32_t gen = seen;
-  while (!r.done() && (*tr)->wait(c, gen, &r, deadline)) gen = c.generation();
+  while (!r.done() && tr->wait(c, gen, &r, deadline)) gen = c.generation();
   if (must_finish) EXPECT_TRUE(r.done()) << "the receive hung";
   // Nothing past the posted buffer was written.
   for (size_t i = recv_bytes; i < buf.size(); ++i) EXPECT_EQ(buf[i], 0x11) << i;
   Status st = r.done() ? r.status : Status(ErrorCode::timeout, "hung");
-  tr->reset();
-  fake.reset();
+  // The transport may still hold the receive (a harmless record): it goes before `r` and `buf`.
+  a.transport.reset();
   return st;
 }
 
@@ -136,30 +156,69 @@ struct Case {
 
 TEST(ShmHostilePeerTest, HostileRecordsFailTheReceiveWithAProtocolError) {
   const std::vector<Case> cases = {
-      {"unknown type", [](FakeRank0& f) { auto r = eager(16); r.type = 99; f.write(record(r, 16)); },
+      {"unknown type",
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.type = 99;
+         f.write(record(r, 16));
+       },
        "record type 99"},
-      {"zero type", [](FakeRank0& f) { auto r = eager(16); r.type = 0; f.write(record(r, 16)); },
+      {"zero type",
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.type = 0;
+         f.write(record(r, 16));
+       },
        "record type 0"},
       {"length past the producer position",
-       [](FakeRank0& f) { auto r = eager(16); r.len = 4096; r.bytes = 4096; f.write(record(r, 16)); },
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.len = 4096;
+         r.bytes = 4096;
+         f.write(record(r, 16));
+       },
        "readable"},
       {"length beyond the ring",
-       [](FakeRank0& f) { auto r = eager(16); r.len = 0xffffffffu; f.write(record(r, 16)); },
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.len = 0xffffffffu;
+         f.write(record(r, 16));
+       },
        "record of"},
       {"producer position beyond the ring",
        [](FakeRank0& f) { f.write(record(eager(16), 16), kRing * 4); }, "producer position"},
       {"unaligned producer position", [](FakeRank0& f) { f.write(record(eager(16), 16), 100); },
        "producer position"},
       {"eager length disagrees with message size",
-       [](FakeRank0& f) { auto r = eager(16); r.bytes = 1 << 20; f.write(record(r, 16)); },
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.bytes = 1 << 20;
+         f.write(record(r, 16));
+       },
        "eager length"},
-      {"unknown dtype", [](FakeRank0& f) { auto r = eager(16); r.dtype = 200; f.write(record(r, 16)); },
+      {"unknown dtype",
+       [](FakeRank0& f) {
+         auto r = eager(16);
+         r.dtype = 200;
+         f.write(record(r, 16));
+       },
        "unknown operation"},
       {"cts for an unknown message",
-       [](FakeRank0& f) { shm::Record r; r.type = 4; r.msg_id = 77; f.write(record(r)); },
+       [](FakeRank0& f) {
+         shm::Record r;
+         r.type = 4;
+         r.msg_id = 77;
+         f.write(record(r));
+       },
        "CTS for unknown message 77"},
       {"data for an unknown message",
-       [](FakeRank0& f) { shm::Record r; r.type = 5; r.msg_id = 5; r.len = 8; f.write(record(r, 8)); },
+       [](FakeRank0& f) {
+         shm::Record r;
+         r.type = 5;
+         r.msg_id = 5;
+         r.len = 8;
+         f.write(record(r, 8));
+       },
        "data for unknown message 5"},
       {"data past the end of the receive",
        [](FakeRank0& f) {
@@ -180,7 +239,12 @@ TEST(ShmHostilePeerTest, HostileRecordsFailTheReceiveWithAProtocolError) {
        },
        "data at offset 8"},
       {"credit overflow",
-       [](FakeRank0& f) { shm::Record r; r.type = 6; r.bytes = uint64_t{1} << 60; f.write(record(r)); },
+       [](FakeRank0& f) {
+         shm::Record r;
+         r.type = 6;
+         r.bytes = uint64_t{1} << 60;
+         f.write(record(r));
+       },
        "credit overflow"},
   };
   for (const Case& c : cases) {
@@ -195,43 +259,29 @@ TEST(ShmHostilePeerTest, HostileRecordsFailTheReceiveWithAProtocolError) {
 // the fake rank 0's DirectSlot; returns what reading rank 0's contribution gave.
 Status shared_read_against(const std::function<void(shm::DirectSlot&, uint8_t*)>& fill,
                            std::chrono::milliseconds patience = 10s) {
-  static std::atomic<uint64_t> next{1};
-  const uint64_t token = 0x5157000000ull + next.fetch_add(1) + (static_cast<uint64_t>(::getpid()) << 40);
-  auto store = make_memory_store();
-  BufferPool pool;
-  std::unique_ptr<FakeRank0> fake;
-  std::thread t([&] { fake = std::make_unique<FakeRank0>(*store, token); });
-  ShmTransportConfig cfg;
-  cfg.rank = 1;
-  cfg.size = 2;
-  cfg.token = token;
-  cfg.options.shm_ring_bytes = kRing;
-  cfg.options.connect_timeout = 10s;
-  auto tr = make_shm_transport(cfg, *store, pool);
-  t.join();
-  if (!tr.ok()) return tr.status();
+  AgainstFake a;
+  WEFT_RETURN_IF_ERROR(a.start());
+  Transport* tr = a.transport.get();
   Fingerprint fp;
   fp.kind = OpKind::allreduce;
   fp.dtype = DataType::fp32;
   fp.count = 2;
   fp.seq = 1;
-  (*tr)->begin_operation(fp);
+  tr->begin_operation(fp);
   const auto deadline = Completion::Clock::now() + patience;
-  auto buf = (*tr)->shared_begin(fp, deadline);
+  auto buf = tr->shared_begin(fp, deadline);
   EXPECT_TRUE(buf.ok()) << buf.status().to_string();
   if (!buf.ok()) return buf.status();
   std::memset(buf.value(), 0x22, 8);
-  (*tr)->shared_publish(8);
-  fake->write_slot(1, fill);
-  auto data = (*tr)->shared_read(0, deadline);
-  (*tr)->end_operation();
+  tr->shared_publish(8);
+  a.fake->write_slot(1, fill);
+  auto data = tr->shared_read(0, deadline);
+  tr->end_operation();
   Status st = data.ok() ? Status() : data.status();
   if (data.ok()) {
-    EXPECT_LE(data->size(), (*tr)->shared_capacity());
+    EXPECT_LE(data->size(), tr->shared_capacity());
     for (uint8_t b : *data) EXPECT_EQ(b, 0x33);  // what the valid case wrote
   }
-  tr->reset();
-  fake.reset();
   return st;
 }
 
@@ -261,8 +311,10 @@ TEST(ShmHostilePeerTest, HostileSharedBuffersFailTheCollectiveCleanly) {
        ErrorCode::protocol, "rank 0 wrote a malformed shared-memory slot: 1099511627776 bytes"},
       {"a later call", [](shm::DirectSlot& s) { s.call = 7; }, ErrorCode::protocol,
        "operation 7 where 1 was expected"},
-      {"unknown kind", [](shm::DirectSlot& s) { s.kind = 250; }, ErrorCode::mismatch, "rank 0 called"},
-      {"unknown dtype", [](shm::DirectSlot& s) { s.dtype = 99; }, ErrorCode::mismatch, "rank 0 called"},
+      {"unknown kind", [](shm::DirectSlot& s) { s.kind = 250; }, ErrorCode::mismatch,
+       "rank 0 called"},
+      {"unknown dtype", [](shm::DirectSlot& s) { s.dtype = 99; }, ErrorCode::mismatch,
+       "rank 0 called"},
       {"other count", [](shm::DirectSlot& s) { s.count = 3; }, ErrorCode::mismatch,
        "rank 1 called allreduce #1 (f32 x 2, sum) but rank 0 called allreduce #1 (f32 x 3, sum)"},
       {"earlier sequence", [](shm::DirectSlot& s) { s.seq = 0; }, ErrorCode::mismatch, "rank 0"},

@@ -65,10 +65,6 @@ DirectSlot& Segment::direct(int parity) const {
                                         static_cast<size_t>(parity & 1) * kDirectSlotBytes);
 }
 
-uint8_t* Segment::direct_data(int parity) const {
-  return reinterpret_cast<uint8_t*>(&direct(parity)) + kDirectHeader;
-}
-
 RingCtl& Segment::ctl(int sender) const {
   return *reinterpret_cast<RingCtl*>(static_cast<uint8_t*>(base_) + slot_offset(sender));
 }

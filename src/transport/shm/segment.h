@@ -112,6 +112,11 @@ static_assert(sizeof(DirectSlot) == 48);
 inline constexpr size_t kDirectSlotBytes = 16 << 10;
 inline constexpr size_t kDirectHeader = sizeof(DirectSlot);
 inline constexpr size_t kDirectBytes = kDirectSlotBytes - kDirectHeader;
+// The data of a DirectSlot (kDirectBytes).
+inline uint8_t* direct_data(DirectSlot& s) { return reinterpret_cast<uint8_t*>(&s) + kDirectHeader; }
+inline const uint8_t* direct_data(const DirectSlot& s) {
+  return reinterpret_cast<const uint8_t*>(&s) + kDirectHeader;
+}
 
 inline constexpr size_t segment_bytes(int size, size_t ring_bytes) {
   return kPage + 2 * kDirectSlotBytes +
@@ -152,9 +157,8 @@ class Segment {
   // The ring carrying records from `sender` to this segment's owner.
   RingCtl& ctl(int sender) const;
   uint8_t* ring(int sender) const;
-  // DirectSlot `parity` (0 or 1) and its data (kDirectBytes).
+  // DirectSlot `parity` (0 or 1); its data: direct_data().
   DirectSlot& direct(int parity) const;
-  uint8_t* direct_data(int parity) const;
   const std::string& name() const { return name_; }
 
  private:

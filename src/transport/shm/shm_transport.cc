@@ -23,8 +23,8 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
-#include <thread>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include "base/fd.h"
@@ -110,6 +110,18 @@ class CurrentFingerprint {
   std::atomic<uint64_t> count_{0}, seq_{0};
 };
 
+// The fingerprint a DirectSlot carries (written by another process: enum values unchecked).
+Fingerprint slot_fingerprint(const DirectSlot& s) {
+  Fingerprint fp;
+  fp.seq = s.seq.load(std::memory_order_relaxed);
+  fp.count = s.count.load(std::memory_order_relaxed);
+  fp.kind = static_cast<OpKind>(s.kind.load(std::memory_order_relaxed));
+  fp.dtype = static_cast<DataType>(s.dtype.load(std::memory_order_relaxed));
+  fp.op = static_cast<ReduceOp>(s.op.load(std::memory_order_relaxed));
+  fp.root = s.root.load(std::memory_order_relaxed);
+  return fp;
+}
+
 // A message that arrived before its receive was posted.
 struct Unexpected {
   RecordType type = RecordType::eager;  // eager (payload in `data`) or rts (payload waits)
@@ -157,7 +169,6 @@ struct Peer {
   Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
   DirectSlot* direct[2] = {};          // its two DirectSlots (this rank's own for itself)
-  const uint8_t* direct_data[2] = {};
 };
 
 class ShmTransport final : public Transport {
@@ -230,6 +241,9 @@ class ShmTransport final : public Transport {
   bool work_pending() const;
   // Sleeps on this rank's doorbell unless work_pending() or `completion` moved past `seen`.
   void sleep_until_work(const Completion* completion, uint32_t seen, Clock::duration limit);
+  // Sleeps on this rank's doorbell (at most `limit`) unless work_pending() or done().
+  template <typename Done>
+  void sleep_unless(Done done, Clock::duration limit);
   void watch_loop();
   void note_p2p();
 
@@ -309,15 +323,11 @@ Status ShmTransport::start(Store& store, uint64_t token) {
       // And map the peer's DirectSlots now: the first read of each page faults too.
       for (int parity = 0; parity < 2; ++parity) {
         p->direct[parity] = &p->seg->direct(parity);
-        p->direct_data[parity] = p->seg->direct_data(parity);
         const volatile uint8_t* page = reinterpret_cast<const uint8_t*>(p->direct[parity]);
         for (size_t off = 0; off < kDirectSlotBytes; off += kPage) (void)page[off];
       }
     } else {
-      for (int parity = 0; parity < 2; ++parity) {
-        p->direct[parity] = &own_->direct(parity);
-        p->direct_data[parity] = own_->direct_data(parity);
-      }
+      for (int parity = 0; parity < 2; ++parity) p->direct[parity] = &own_->direct(parity);
     }
     peers[static_cast<size_t>(r)] = std::move(p);
   }
@@ -563,9 +573,7 @@ Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes
 }
 
 void ShmTransport::begin_operation(const Fingerprint& fp) {
-  {
-    current_.store(fp);
-  }
+  current_.store(fp);
   // Messages parked before: checked against the new operation here; later arrivals are checked
   // against it when they arrive. Usually none is parked: then no peer lock is taken.
   Status st;
@@ -901,18 +909,24 @@ bool ShmTransport::work_pending() const {
   return false;
 }
 
-void ShmTransport::sleep_until_work(const Completion* completion, uint32_t seen,
-                                    Clock::duration limit) {
-  // Announce the sleep, then look once more: a producer publishes its record before it checks
-  // for sleepers (nudge), so either it sees this sleeper and rings, or this look sees the record.
+template <typename Done>
+void ShmTransport::sleep_unless(Done done, Clock::duration limit) {
+  // Announce the sleep, then look once more: a producer publishes its record (or slot) before it
+  // checks for sleepers (nudge, wake_sleepers), so either it sees this sleeper and rings, or this
+  // look sees what it published.
   SegmentHeader& own = own_->header();
   own.sleepers.fetch_add(1, std::memory_order_seq_cst);
   const uint32_t bell = own.doorbell.load(std::memory_order_seq_cst);
-  if (!work_pending() && (completion == nullptr || completion->generation() == seen)) {
+  if (!work_pending() && !done()) {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
     futex_wait(own, bell, ns);
   }
   own.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+void ShmTransport::sleep_until_work(const Completion* completion, uint32_t seen,
+                                    Clock::duration limit) {
+  sleep_unless([&] { return completion != nullptr && completion->generation() != seen; }, limit);
 }
 
 bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
@@ -987,16 +1001,7 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
       std::this_thread::yield();
       continue;
     }
-    // Announce the sleep, look once more, sleep: the publisher checks for sleepers after its
-    // release (shared_publish), so one of the two sees the other.
-    SegmentHeader& own = own_->header();
-    own.sleepers.fetch_add(1, std::memory_order_seq_cst);
-    const uint32_t bell = own.doorbell.load(std::memory_order_seq_cst);
-    if (!ready() && !work_pending()) {
-      const auto limit = std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100));
-      futex_wait(own, bell, std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count());
-    }
-    own.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    sleep_unless(ready, std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
   }
 }
 
@@ -1024,7 +1029,7 @@ Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_p
   s.dtype.store(static_cast<uint8_t>(fp.dtype), std::memory_order_relaxed);
   s.op.store(static_cast<uint8_t>(fp.op), std::memory_order_relaxed);
   s.root.store(fp.root, std::memory_order_relaxed);
-  return own_->direct_data(static_cast<int>(c & 1));
+  return direct_data(s);
 }
 
 void ShmTransport::shared_publish(size_t bytes) {
@@ -1068,13 +1073,7 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
   };
   const uint64_t call = s.call.load(std::memory_order_acquire);
   if (call != c) return bad(fmt::format("operation {} where {} was expected", call, c));
-  Fingerprint remote;
-  remote.seq = s.seq.load(std::memory_order_relaxed);
-  remote.count = s.count.load(std::memory_order_relaxed);
-  remote.kind = static_cast<OpKind>(s.kind.load(std::memory_order_relaxed));
-  remote.dtype = static_cast<DataType>(s.dtype.load(std::memory_order_relaxed));
-  remote.op = static_cast<ReduceOp>(s.op.load(std::memory_order_relaxed));
-  remote.root = s.root.load(std::memory_order_relaxed);
+  const Fingerprint remote = slot_fingerprint(s);
   const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
   if (bytes > kDirectBytes) return bad(fmt::format("{} bytes (at most {})", bytes, kDirectBytes));
   if (!(remote == direct_fp_)) {
@@ -1086,7 +1085,7 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
     fail(st);
     return st;
   }
-  return std::span<const uint8_t>(p.direct_data[parity], static_cast<size_t>(bytes));
+  return std::span<const uint8_t>(direct_data(s), static_cast<size_t>(bytes));
 }
 
 Status ShmTransport::direct_mismatch() {
@@ -1101,14 +1100,7 @@ Status ShmTransport::direct_mismatch() {
       // other fields may still be half written; they only make the message).
       const uint64_t call = s->call.load(std::memory_order_acquire);
       if (call == 0 || s->seq.load(std::memory_order_relaxed) != current.seq) continue;
-      Fingerprint remote;
-      remote.seq = current.seq;
-      remote.count = s->count.load(std::memory_order_relaxed);
-      remote.kind = static_cast<OpKind>(s->kind.load(std::memory_order_relaxed));
-      remote.dtype = static_cast<DataType>(s->dtype.load(std::memory_order_relaxed));
-      remote.op = static_cast<ReduceOp>(s->op.load(std::memory_order_relaxed));
-      remote.root = s->root.load(std::memory_order_relaxed);
-      Status st = collective_mismatch(rank_, current, p.rank, remote);
+      Status st = collective_mismatch(rank_, current, p.rank, slot_fingerprint(*s));
       if (st.ok()) {
         st = Status(ErrorCode::mismatch,
                     fmt::format("rank {} runs {} by messages but rank {} through shared memory: "
