@@ -19,8 +19,9 @@
 #include "base/log.h"
 #include "collective/collective.h"
 #include "core/diag_report.h"
-#include "transport/tcp/socket.h"
+#include "transport/mixed/mixed_transport.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
 #include "weft/communicator.h"
 
@@ -118,28 +119,65 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
                                 c->rank(), other, keys[static_cast<size_t>(other)], keys[0]));
     }
   }
+  // Several hosts, some with several ranks: shm to the peers on this host, TCP to the others.
+  const bool mixed = !use_shm && layout && layout->host_count() > 1 && layout->max_local() > 1;
   if (c->rank() == 0) {
-    log::info("transport: {} ({} ranks{})", use_shm ? "shm" : "tcp", c->size(),
-              use_shm ? ", all on one host" : "");
+    log::info("transport: {} ({} ranks{})", use_shm ? "shm" : mixed ? "shm within hosts, tcp between" : "tcp",
+              c->size(), use_shm ? ", all on one host" : mixed ? ", " + layout->describe() : "");
   }
-  auto make_transport = [&]() -> Result<std::unique_ptr<Transport>> {
-    if (use_shm) {
-      ShmTransportConfig sc;
-      sc.rank = c->rank();
-      sc.size = c->size();
-      sc.token = token.value();
-      sc.options = c->options_;
-      sc.machine_ranks = c->machine_ranks_;
-      return make_shm_transport(sc, *c->store_, *c->pool_);
+  const std::vector<int> host =
+      layout ? layout->hosts[static_cast<size_t>(layout->host_of[static_cast<size_t>(c->rank())])]
+             : std::vector<int>{};
+  auto make_shm = [&](Store& store) {
+    ShmTransportConfig sc;
+    sc.rank = c->rank();
+    sc.size = c->size();
+    sc.token = token.value();
+    sc.options = c->options_;
+    sc.machine_ranks = c->machine_ranks_;
+    if (mixed) {
+      sc.members = host;
+      sc.rank = layout->local_index[static_cast<size_t>(c->rank())];
+      sc.size = static_cast<int>(host.size());
+      sc.caller_progress = false;
+      // Its own token per host: the pretend hosts of a test share one process (segment names
+      // hold the token, index and pid).
+      sc.token ^= 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(host.front() + 1);
     }
+    return make_shm_transport(sc, store, *c->pool_);
+  };
+  auto make_tcp = [&]() {
     TcpTransportConfig tc;
     tc.rank = c->rank();
     tc.size = c->size();
     tc.token = token.value();
     tc.host_id = c->options_.host_id;
     tc.options = c->options_;
+    tc.caller_reads = !mixed;
     return make_tcp_transport(tc, *c->store_, *c->pool_);
   };
+  auto make_transport = [&]() -> Result<std::unique_ptr<Transport>> {
+    if (use_shm) return make_shm(*c->store_);
+    if (!mixed || host.size() < 2) {
+      if (mixed) c->transport_name_ = "tcp (alone on its host)";
+      return make_tcp();
+    }
+    auto tcp = make_tcp();
+    if (!tcp.ok()) return tcp.status();
+    auto prefixed = make_prefix_store(fmt::format("mixed/{}", host.front()), c->store_);
+    auto shm = make_shm(*prefixed);
+    if (!shm.ok()) return shm.status();
+    std::vector<bool> local(static_cast<size_t>(c->size()), false);
+    std::string peers;
+    for (int r : host) {
+      local[static_cast<size_t>(r)] = true;
+      if (r != c->rank()) peers += fmt::format("{}{}", peers.empty() ? "" : ",", r);
+    }
+    c->transport_name_ = fmt::format("mixed (shm to ranks {}, tcp to the others)", peers);
+    return make_mixed_transport(c->rank(), c->size(), std::move(local), std::move(shm.value()),
+                                std::move(tcp.value()));
+  };
+  c->transport_name_ = use_shm ? "shm" : "tcp";
   auto transport = make_transport();
   if (!transport.ok()) return transport.status();
   c->transport_ = std::move(transport.value());
@@ -506,7 +544,7 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
   const auto path = std::filesystem::path(options_.diag_dir) /
                     fmt::format("weft-flight-rank{}-pid{}.json", rank(), ::getpid());
   std::ofstream out(path);
-  out << recorder_->to_json(rank(), size()) << "\n";
+  out << recorder_->to_json(rank(), size(), transport_name_) << "\n";
   if (out) {
     log::warn("rank {}: flight record written to {} ({})", rank(), path.string(),
               to_string(why.code()));
@@ -516,7 +554,7 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
 }
 
 std::string CommunicatorImpl::flight_record_json() const {
-  return recorder_->to_json(rank(), size());
+  return recorder_->to_json(rank(), size(), transport_name_);
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int key) {

@@ -145,6 +145,7 @@ class CommunicatorImpl {
   uint64_t ft_epoch_ = 0;     // agree and shrink calls, in caller order
   uint64_t grow_count_ = 0;   // grow calls, in caller order
   uint64_t token_ = 0;        // this communicator's id, agreed at creation
+  std::string transport_name_;  // "shm", "tcp", "mixed (shm to ranks 1,2, tcp to the others)"
   int machine_ranks_ = 1;     // ranks of the job on this machine
 
   mutable std::mutex mu_;  // guards everything below

@@ -269,7 +269,7 @@ double seconds_since(FlightEntry::Clock::time_point t, FlightEntry::Clock::time_
 
 }  // namespace
 
-std::string FlightRecorder::to_json(int rank, int size) const {
+std::string FlightRecorder::to_json(int rank, int size, const std::string& transport) const {
   const auto now = FlightEntry::Clock::now();
   nlohmann::json entries = nlohmann::json::array();
   for (const FlightEntry& e : snapshot()) {
@@ -295,6 +295,7 @@ std::string FlightRecorder::to_json(int rank, int size) const {
     entries.push_back(std::move(j));
   }
   nlohmann::json doc = {{"rank", rank}, {"size", size}, {"entries", std::move(entries)}};
+  if (!transport.empty()) doc["transport"] = transport;
   return doc.dump();
 }
 

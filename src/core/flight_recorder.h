@@ -74,9 +74,9 @@ class FlightRecorder {
 
   // The entries still held, oldest first, point-to-point states resolved.
   std::vector<FlightEntry> snapshot() const;
-  // {"rank":..,"size":..,"now_s":..,"entries":[{...}]} with times in seconds relative to now
-  // (negative: in the past).
-  std::string to_json(int rank, int size) const;
+  // {"rank":..,"size":..,"transport":..,"entries":[{...}]} with times in seconds relative to
+  // now (negative: in the past); "transport" (how this rank reaches its peers) only when given.
+  std::string to_json(int rank, int size, const std::string& transport = {}) const;
   // One line per operation that has not finished, oldest first ("allreduce #812 (f32 x 1024,
   // sum) running for 31.2 s"), or "no operation in flight".
   std::string pending_summary() const;

@@ -41,6 +41,15 @@ CollectiveArgs make_args(OpKind kind, const CollectiveArgs& like, const void* se
   return a;
 }
 
+// "0=job rank 2, 1=job rank 5": how a sub-communicator's rank numbers map to the job's.
+std::string numbering(const std::vector<int>& members) {
+  std::string out;
+  for (size_t i = 0; i < members.size(); ++i) {
+    out += fmt::format("{}{}=job rank {}", i == 0 ? "" : ", ", i, members[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
 // ---- layout ---------------------------------------------------------------------------------------
@@ -106,16 +115,20 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, i
       /*allow_hierarchy=*/false, machine_ranks);
   if (!lc.ok()) return lc.status().with_context(fmt::format("rank {}: host-local communicator", rank));
   h->local_ = std::move(lc.value());
+  h->local_names_ = numbering(members);
 
   // Cross: the li-th rank of every host that has one, in host order.
   Options cross = sub;
   cross.transport = TransportKind::tcp;
   cross.size = 0;
+  std::vector<int> cross_members;
   for (const auto& m : layout.hosts) {
     if (static_cast<int>(m.size()) <= li) continue;
     if (m[static_cast<size_t>(li)] == rank) cross.rank = cross.size;
     ++cross.size;
+    cross_members.push_back(m[static_cast<size_t>(li)]);
   }
+  h->cross_names_ = numbering(cross_members);
   auto cc = CommunicatorImpl::create(
       cross, make_prefix_store(fmt::format("hier/cross{}", li), store), nullptr,
       /*allow_hierarchy=*/false, machine_ranks);
@@ -150,12 +163,18 @@ bool Hierarchy::handles(const CollectiveArgs& args, const Options& options) {
   }
 }
 
+// A sub-communicator's errors number its own ranks: the context says which ranks of the job
+// they are.
 Status Hierarchy::on_local(const CollectiveArgs& a) {
-  return local_->submit_collective(a)->wait(std::chrono::milliseconds::max());
+  return local_->submit_collective(a)
+      ->wait(std::chrono::milliseconds::max())
+      .with_context(fmt::format("rank {}: host-local step (ranks {} there)", rank_, local_names_));
 }
 
 Status Hierarchy::on_cross(const CollectiveArgs& a) {
-  return cross_->submit_collective(a)->wait(std::chrono::milliseconds::max());
+  return cross_->submit_collective(a)
+      ->wait(std::chrono::milliseconds::max())
+      .with_context(fmt::format("rank {}: cross-host step (ranks {} there)", rank_, cross_names_));
 }
 
 // ---- collectives ----------------------------------------------------------------------------------

@@ -76,6 +76,8 @@ class Hierarchy {
   int rank_ = 0;
   std::unique_ptr<CommunicatorImpl> local_;
   std::unique_ptr<CommunicatorImpl> cross_;
+  std::string local_names_;  // "0=job rank 2, 1=job rank 3" (errors of local_ number its ranks)
+  std::string cross_names_;
 };
 
 }  // namespace weft

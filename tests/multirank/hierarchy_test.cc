@@ -188,6 +188,80 @@ TEST_P(Hierarchy, ForcedFlatAlgorithmBypassesIt) {
       flat);
 }
 
+// transport=auto over several hosts: collectives run flat (kinds the hierarchy does not take, or
+// forced algorithms) reach the peers on the same host through shared memory and the others
+// through TCP; point-to-point goes over TCP, receives from any rank included. Sizes cover eager
+// and rendezvous messages on both parts.
+TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  Options flat = layout_options();
+  flat.set_algorithm(OpKind::allreduce, Algorithm::ring);
+  run_layout(
+      layout,
+      [&](Communicator& c) {
+        const int r = c.rank();
+        std::string local_peers;
+        for (int p = 0; p < n; ++p) {
+          if (p != r && layout.hosts[static_cast<size_t>(p)] == layout.hosts[static_cast<size_t>(r)]) {
+            local_peers += fmt::format("{}{}", local_peers.empty() ? "" : ",", p);
+          }
+        }
+        const auto transport = nlohmann::json::parse(c.flight_record_json())["transport"];
+        if (local_peers.empty()) {
+          EXPECT_EQ(transport, "tcp (alone on its host)");
+        } else {
+          EXPECT_EQ(transport, fmt::format("mixed (shm to ranks {}, tcp to the others)", local_peers));
+        }
+        for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
+          SCOPED_TRACE(fmt::format("count {}", count));
+          std::vector<int32_t> send(n * count), recv(n * count, -1);
+          for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(r * 7 + i);
+          ASSERT_TRUE(c.alltoall(send.data(), recv.data(), count, DataType::int32).ok());
+          for (int p = 0; p < n; ++p) {
+            for (size_t i = 0; i < count; i += 97) {
+              ASSERT_EQ(recv[p * count + i], static_cast<int32_t>(p * 7 + r * count + i)) << p;
+            }
+          }
+          std::vector<float> v(count, 1.0f + r);
+          ASSERT_TRUE(c.allreduce(v.data(), v.data(), count, DataType::fp32, ReduceOp::sum).ok());
+          ASSERT_EQ(v[count - 1], static_cast<float>(n * (n + 1) / 2));
+          for (int root = 0; root < n; ++root) {
+            std::vector<int32_t> got(r == root ? n * count : 0, -1), mine(count, r + 100);
+            ASSERT_TRUE(c.gather(mine.data(), got.data(), count, DataType::int32, root).ok());
+            for (int p = 0; r == root && p < n; ++p) ASSERT_EQ(got[p * count + count / 2], p + 100);
+            std::vector<int64_t> sum(count, -1), one(count, r);
+            ASSERT_TRUE(c.reduce(one.data(), sum.data(), count, DataType::int64, ReduceOp::sum, root).ok());
+            if (r == root) ASSERT_EQ(sum[0], n * (n - 1) / 2);
+          }
+          ASSERT_TRUE(c.barrier().ok());
+          // A ring of sends, then every rank's message to rank 0 from any source.
+          std::vector<uint8_t> out(count * 4, static_cast<uint8_t>(r)), in(count * 4, 0xff);
+          auto s = c.send_async(out.data(), out.size(), (r + 1) % n, 5);
+          ASSERT_TRUE(c.recv(in.data(), in.size(), (r + n - 1) % n, 5).ok());
+          ASSERT_TRUE(s->wait().ok());
+          ASSERT_EQ(in.back(), static_cast<uint8_t>((r + n - 1) % n));
+          if (r == 0) {
+            std::vector<bool> seen(static_cast<size_t>(n), false);
+            for (int k = 1; k < n; ++k) {
+              int source = -1;
+              ASSERT_TRUE(c.recv(in.data(), in.size(), kAnySource, 6, &source).ok());
+              ASSERT_TRUE(source > 0 && source < n && !seen[static_cast<size_t>(source)]) << source;
+              seen[static_cast<size_t>(source)] = true;
+              ASSERT_EQ(in[count], static_cast<uint8_t>(source));
+            }
+          } else {
+            ASSERT_TRUE(c.send(out.data(), out.size(), 0, 6).ok());
+          }
+        }
+        auto record = nlohmann::json::parse(c.flight_record_json());
+        for (const auto& e : record["entries"]) {
+          if (e["op"] == "allreduce") EXPECT_EQ(e["algorithm"], "ring");
+        }
+      },
+      flat);
+}
+
 INSTANTIATE_TEST_SUITE_P(Layouts, Hierarchy, ::testing::ValuesIn(layouts()),
                          [](const ::testing::TestParamInfo<Layout>& info) { return info.param.name; });
 

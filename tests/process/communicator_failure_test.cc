@@ -97,5 +97,25 @@ TEST(CommunicatorFailureTest, AbortOnOneRankEndsTheOthers) {
       << r.out;
 }
 
+// Two pretend hosts with two ranks each: rank 1 dies inside an alltoall (flat: shared memory to
+// rank 0, TCP to ranks 2 and 3) or an allreduce (hierarchical: shared memory inside the host,
+// TCP between the hosts). Every survivor fails on its own, naming the lost rank.
+class MultiHostFailureTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MultiHostFailureTest, SurvivorsReportALostPeer) {
+  auto r = run_tool({"run", "-n", "4", "--host-ids", "a,a,b,b", "--grace", "20", "--timeout", "60",
+                     WEFT_CHILD_PATH, "1", "400", "kill", GetParam()});
+  EXPECT_TRUE(r.exit_code == 128 + SIGKILL || r.exit_code == 7) << r.exit_code << r.out << r.err;
+  EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
+  for (const char* rank : {"[0] rank 0: failed after", "[2] rank 2: failed after",
+                           "[3] rank 3: failed after"}) {
+    EXPECT_TRUE(contains(r.out, rank)) << r.out << r.err;
+  }
+  EXPECT_TRUE(contains(r.out, "rank 1")) << r.out;  // the dead rank is named
+  EXPECT_FALSE(contains(r.out, "timed out")) << r.out;  // seen as a loss, not waited out
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, MultiHostFailureTest, ::testing::Values("alltoall", "allreduce"));
+
 }  // namespace
 }  // namespace weft::test

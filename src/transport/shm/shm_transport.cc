@@ -141,7 +141,8 @@ struct OutRec {
 };
 
 struct Peer {
-  int rank = -1;
+  int rank = -1;  // index in this transport
+  int name = -1;  // the rank messages call it (ShmTransportConfig::members)
   int pid = 0;
   std::mutex mu;
   std::unique_ptr<Segment> seg;  // the peer's segment (nullptr for this rank itself)
@@ -181,12 +182,34 @@ class ShmTransport final : public Transport {
         ring_bytes_(config.options.shm_ring_bytes),
         eager_limit_(std::min(config.options.eager_threshold, ring_bytes_ / 4 - kRecordBytes)),
         max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)),
-        oversubscribed_(std::max(config.size, config.machine_ranks) > usable_cpus()) {}
+        oversubscribed_(std::max(config.size, config.machine_ranks) > usable_cpus()),
+        caller_progress_(config.caller_progress) {
+    names_ = config.members;
+    if (names_.empty()) {
+      for (int r = 0; r < size_; ++r) names_.push_back(r);
+    }
+    name_ = names_[static_cast<size_t>(rank_)];
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const auto g = static_cast<size_t>(names_[i]);
+      if (index_of_.size() <= g) index_of_.resize(g + 1, -1);
+      index_of_[g] = static_cast<int>(i);
+    }
+  }
   ~ShmTransport() override;
 
   Status start(Store& store, uint64_t token);
 
   int rank() const override { return rank_; }
+  // The index of the rank messages call `name`; -1 when it is not on this transport.
+  int index_of(int name) const {
+    return name >= 0 && static_cast<size_t>(name) < index_of_.size()
+               ? index_of_[static_cast<size_t>(name)]
+               : -1;
+  }
+  Status not_here(int name) const {
+    return Status(ErrorCode::internal,
+                  fmt::format("rank {}: rank {} is not reachable through shared memory", name_, name));
+  }
   int size() const override { return size_; }
   void post_send(Request* r) override;
   void post_recv(Request* r) override;
@@ -255,6 +278,12 @@ class ShmTransport final : public Transport {
   const size_t eager_limit_;
   const size_t max_chunk_;
   const bool oversubscribed_;  // more ranks on this host than usable CPUs: spin briefly, yield
+  // False: the progress thread also serves operations and wait() just sleeps on the completion
+  // (ShmTransportConfig::caller_progress).
+  const bool caller_progress_;
+  std::vector<int> names_;     // index -> the rank messages name (ShmTransportConfig::members)
+  std::vector<int> index_of_;  // name -> index (-1: not on this transport)
+  int name_ = 0;               // names_[rank_]
   std::unique_ptr<Segment> own_;
   std::vector<std::unique_ptr<Peer>> peers_;  // fixed once started_
   bool started_ = false;
@@ -301,15 +330,16 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   for (int r = 0; r < size_; ++r) {
     auto p = std::make_unique<Peer>();
     p->rank = r;
+    p->name = names_[static_cast<size_t>(r)];
     p->send_credits = options_.eager_credit_bytes;
     if (r != rank_) {
       auto peer_name = store.get_string(fmt::format("shm/seg/{}", r), options_.connect_timeout);
       if (!peer_name.ok()) {
         return peer_name.status().with_context(
-            fmt::format("rank {}: waiting for rank {}'s shared-memory segment", rank_, r));
+            fmt::format("rank {}: waiting for rank {}'s shared-memory segment", name_, names_[static_cast<size_t>(r)]));
       }
       auto seg = Segment::open(peer_name.value(), r, size_, token, ring_bytes_);
-      if (!seg.ok()) return seg.status().with_context(fmt::format("rank {}", rank_));
+      if (!seg.ok()) return seg.status().with_context(fmt::format("rank {}", name_));
       p->seg = std::move(seg.value());
       p->hdr = &p->seg->header();
       p->pid = p->hdr->pid;
@@ -338,7 +368,7 @@ Status ShmTransport::start(Store& store, uint64_t token) {
     auto ready = store.get(fmt::format("shm/ready/{}", r), options_.connect_timeout);
     if (!ready.ok()) {
       return ready.status().with_context(
-          fmt::format("rank {}: waiting for rank {} to map the shared-memory segments", rank_, r));
+          fmt::format("rank {}: waiting for rank {} to map the shared-memory segments", name_, names_[static_cast<size_t>(r)]));
     }
   }
   own_->unlink();
@@ -374,7 +404,7 @@ ShmTransport::~ShmTransport() {
     [[maybe_unused]] ssize_t n = ::write(watch_wake_.get(), &one, sizeof(one));
     watcher_.join();
   }
-  if (!failed_.load()) fail(Status(ErrorCode::aborted, fmt::format("rank {}: transport closed", rank_)));
+  if (!failed_.load()) fail(Status(ErrorCode::aborted, fmt::format("rank {}: transport closed", name_)));
   for (auto& p : peers_) {
     for (Unexpected& u : p->unexpected) pool_.release(u.data, u.bytes);
   }
@@ -407,8 +437,10 @@ void ShmTransport::note_p2p() {
 
 void ShmTransport::post_send(Request* r) {
   if (is_p2p(r->tag)) note_p2p();
-  if (r->peer == rank_) return send_self(r);
-  Peer& p = *peers_[static_cast<size_t>(r->peer)];
+  const int index = index_of(r->peer);
+  if (index < 0) return r->complete(not_here(r->peer));
+  if (index == rank_) return send_self(r);
+  Peer& p = *peers_[static_cast<size_t>(index)];
   Status st;
   int moved = 0;
   {
@@ -459,7 +491,9 @@ void ShmTransport::send_self(Request* r) {
 void ShmTransport::post_recv(Request* r) {
   if (is_p2p(r->tag)) note_p2p();
   if (r->peer == kAnyPeer) return post_recv_any(r);
-  Peer& p = *peers_[static_cast<size_t>(r->peer)];
+  const int index = index_of(r->peer);
+  if (index < 0) return r->complete(not_here(r->peer));
+  Peer& p = *peers_[static_cast<size_t>(index)];
   Status st;
   {
     std::lock_guard<std::mutex> lock(p.mu);
@@ -495,7 +529,7 @@ void ShmTransport::post_recv_any(Request* r) {
     auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
                            [&](const Unexpected& u) { return u.tag == r->tag; });
     if (it == p.unexpected.end()) continue;
-    r->peer = p.rank;
+    r->peer = p.name;
     match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
     int moved = 0;
     Status st = flush(p, moved);
@@ -521,7 +555,7 @@ Request* ShmTransport::take_posted(Peer& p, uint64_t tag) {
   if (any == any_posted_.end()) return nullptr;
   Request* r = *any;
   any_posted_.erase(any);
-  r->peer = p.rank;
+  r->peer = p.name;
   return r;
 }
 
@@ -564,12 +598,12 @@ void ShmTransport::return_credits(Peer& p, size_t bytes) {
 
 Status ShmTransport::check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp) {
   if (is_p2p(tag)) return Status();
-  return collective_mismatch(rank_, current_.load(), p.rank, fp);
+  return collective_mismatch(name_, current_.load(), p.name, fp);
 }
 
 Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes,
                                  const Fingerprint& remote) {
-  return receive_mismatch(rank_, r, p.rank, bytes, remote);
+  return receive_mismatch(name_, r, p.name, bytes, remote);
 }
 
 void ShmTransport::begin_operation(const Fingerprint& fp) {
@@ -642,7 +676,7 @@ Status ShmTransport::check_peer(Peer& p) {
     if (code == 0 || code > static_cast<uint32_t>(kMaxErrorCode)) {
       code = static_cast<uint32_t>(ErrorCode::internal);
     }
-    return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.rank, text));
+    return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.name, text));
   }
   // Departed or gone: what it wrote before is still in the ring; read it first.
   if (p.in_ctl->tail.load(std::memory_order_acquire) != p.in_head) return Status();
@@ -652,14 +686,14 @@ Status ShmTransport::check_peer(Peer& p) {
     if (!p.posted.empty() || !p.expected.empty() || !p.rts_pending.empty() || sends) {
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: rank {} shut down while operations with it were pending",
-                                rank_, p.rank));
+                                name_, p.name));
     }
     return Status();
   }
   return Status(ErrorCode::peer_lost,
                 fmt::format("rank {}: lost rank {} (process {} exited without closing the "
                             "communicator)",
-                            rank_, p.rank, p.pid));
+                            name_, p.name, p.pid));
 }
 
 void ShmTransport::publish_head(Peer& p) {
@@ -685,7 +719,7 @@ Status ShmTransport::read_ring(Peer& p, int& moved) {
   }
   auto bad = [&](const std::string& what) {
     return Status(ErrorCode::protocol,
-                  fmt::format("rank {}: corrupt shared-memory ring from rank {}: {}", rank_, p.rank, what));
+                  fmt::format("rank {}: corrupt shared-memory ring from rank {}: {}", name_, p.name, what));
   };
   if (tail - p.in_head > ring_bytes_ || (tail - p.in_head) % kRecordBytes != 0) {
     return bad(fmt::format("producer position {} against consumer {}", tail, p.in_head));
@@ -718,7 +752,7 @@ Status ShmTransport::read_ring(Peer& p, int& moved) {
 Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved) {
   auto bad = [&](const std::string& what) {
     return Status(ErrorCode::protocol,
-                  fmt::format("rank {}: invalid record from rank {}: {}", rank_, p.rank, what));
+                  fmt::format("rank {}: invalid record from rank {}: {}", name_, p.name, what));
   };
   const auto type = static_cast<RecordType>(rec.type);
   switch (type) {
@@ -932,6 +966,7 @@ void ShmTransport::sleep_until_work(const Completion* completion, uint32_t seen,
 bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
                         Clock::time_point deadline) {
   (void)hint;
+  if (!caller_progress_) return completion.wait_for_change(seen, deadline);
   auto idle_since = Clock::now();
   int idle_passes = 0;
   while (true) {
@@ -989,11 +1024,11 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
                             p.gone.load(std::memory_order_acquire))) {
       if (ready()) return Status();  // it published before it left
       return Status(ErrorCode::peer_lost,
-                    fmt::format("rank {}: rank {} left while {} waited for it", rank_, p.rank,
+                    fmt::format("rank {}: rank {} left while {} waited for it", name_, p.name,
                                 direct_fp_.describe()));
     }
     const auto now = Clock::now();
-    if (now >= deadline) return Status(ErrorCode::timeout, fmt::format("waiting for rank {}", p.rank));
+    if (now >= deadline) return Status(ErrorCode::timeout, fmt::format("waiting for rank {}", p.name));
     if (idle_since == Clock::time_point{}) idle_since = now;
     const auto idle = now - idle_since;
     if (idle < (oversubscribed_ ? kSpinPause : kSpinAlone)) continue;
@@ -1057,16 +1092,18 @@ void ShmTransport::wake_sleepers() {
 Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time_point deadline) {
   const uint64_t c = direct_call_;
   const int parity = static_cast<int>(c & 1);
-  Peer& p = *peers_[static_cast<size_t>(peer)];
+  const int index = index_of(peer);
+  if (index < 0) return not_here(peer);
+  Peer& p = *peers_[static_cast<size_t>(index)];
   const DirectSlot& s = *p.direct[parity];
-  if (peer != rank_) {
+  if (index != rank_) {
     WEFT_RETURN_IF_ERROR(wait_shared(
         p, [&] { return s.call.load(std::memory_order_acquire) >= c; }, deadline));
   }
   // Everything below comes from another process: checked before use.
   auto bad = [&](const std::string& what) {
     Status st(ErrorCode::protocol,
-              fmt::format("rank {}: rank {} wrote a malformed shared-memory slot: {}", rank_,
+              fmt::format("rank {}: rank {} wrote a malformed shared-memory slot: {}", name_,
                           peer, what));
     fail(st);
     return st;
@@ -1080,7 +1117,7 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
     // Both ranks are at the same shared-buffer call, so these are the calls they made (whatever
     // the sequence numbers say). describe() of a hostile fingerprint stays bounded: unknown enum
     // values print as numbers.
-    Status st(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", rank_,
+    Status st(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", name_,
                                                direct_fp_.describe(), peer, remote.describe()));
     fail(st);
     return st;
@@ -1100,12 +1137,12 @@ Status ShmTransport::direct_mismatch() {
       // other fields may still be half written; they only make the message).
       const uint64_t call = s->call.load(std::memory_order_acquire);
       if (call == 0 || s->seq.load(std::memory_order_relaxed) != current.seq) continue;
-      Status st = collective_mismatch(rank_, current, p.rank, slot_fingerprint(*s));
+      Status st = collective_mismatch(name_, current, p.name, slot_fingerprint(*s));
       if (st.ok()) {
         st = Status(ErrorCode::mismatch,
                     fmt::format("rank {} runs {} by messages but rank {} through shared memory: "
                                 "the ranks chose different algorithms (different options?)",
-                                rank_, current.describe(), p.rank));
+                                name_, current.describe(), p.name));
       }
       return st;
     }
@@ -1118,12 +1155,13 @@ void ShmTransport::background_loop() {
     {
       std::unique_lock<std::mutex> lock(bg_mu_);
       bg_cv_.wait(lock, [&] {
-        return stopping_ || (p2p_used_.load() && !op_active_.load() && !failed_.load());
+        return stopping_ ||
+               (!failed_.load() && (!caller_progress_ || (p2p_used_.load() && !op_active_.load())));
       });
       if (stopping_) return;
     }
     if (progress_all() > 0) continue;
-    if (op_active_.load(std::memory_order_acquire)) continue;
+    if (caller_progress_ && op_active_.load(std::memory_order_acquire)) continue;
     sleep_until_work(nullptr, 0, std::chrono::milliseconds(100));
   }
 }
@@ -1191,7 +1229,7 @@ Status ShmTransport::heartbeat(Clock::time_point now, std::chrono::milliseconds 
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: rank {} is not responding: its heartbeat stood still for "
                                 "{:.1f} s (peer_timeout {:g} s; process {} is stopped or frozen)",
-                                rank_, p.rank,
+                                name_, p.name,
                                 std::chrono::duration<double>(now - p.hb_heard).count(),
                                 std::chrono::duration<double>(peer_timeout).count(), p.pid));
     }
@@ -1204,7 +1242,7 @@ std::vector<int> ShmTransport::lost_peers() const {
   for (const auto& p : peers_) {
     const bool exited = p->gone.load() && p->hdr != nullptr &&
                         p->hdr->state.load(std::memory_order_acquire) != kDeparted;
-    if (exited || p->silent.load()) out.push_back(p->rank);
+    if (exited || p->silent.load()) out.push_back(p->name);
   }
   return out;
 }

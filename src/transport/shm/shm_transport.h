@@ -38,6 +38,15 @@ struct ShmTransportConfig {
   // Ranks of the whole job on this machine (0: just this transport's): when they outnumber the
   // usable CPUs, waiting ranks yield and sleep soon instead of polling.
   int machine_ranks = 0;
+  // The rank each index is called in messages and requests (Request::peer) when this transport
+  // serves part of a larger communicator (mixed transport): members[rank] is this rank. Empty:
+  // the identity. Store keys stay by index.
+  std::vector<int> members;
+  // True: collectives are progressed by the thread that waits for them (wait() polls the rings),
+  // the fastest way when this transport carries everything. False: the progress thread serves
+  // operations too and wait() only sleeps on the completion, so another transport can complete
+  // the same operation's other requests meanwhile.
+  bool caller_progress = true;
 };
 
 // What two ranks must share to use shared memory: the host identity plus the PID namespace
