@@ -153,7 +153,6 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     tc.token = token.value();
     tc.host_id = c->options_.host_id;
     tc.options = c->options_;
-    tc.caller_reads = !mixed;
     return make_tcp_transport(tc, *c->store_, *c->pool_);
   };
   auto make_transport = [&]() -> Result<std::unique_ptr<Transport>> {

@@ -5,9 +5,9 @@
 // to a peer on this host go through the shm transport of this host's ranks, every other message
 // through a TCP transport over all ranks. Point-to-point messages (send/recv) always go over TCP,
 // also between ranks of one host: a receive from any rank (kAnyPeer) must see every sender's
-// messages in one place, in order. Both parts progress on their own threads (ShmTransportConfig::
-// caller_progress and TcpTransportConfig::caller_reads are off), so one operation's requests on
-// both complete while its thread sleeps on the completion. A failure of either part fails the
+// messages in one place, in order. The waiting thread reads the TCP sockets itself, as with TCP
+// alone; the shm part is progressed by its own thread (ShmTransportConfig::caller_progress off),
+// whose completions wake the waiter wherever it sleeps. A failure of either part fails the
 // other, so peers on both sides learn of it.
 #pragma once
 

@@ -46,6 +46,9 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kSpinAlone = std::chrono::milliseconds(1);
 constexpr auto kSpinPause = std::chrono::microseconds(5);
 constexpr auto kSpinShared = std::chrono::microseconds(50);
+// The progress thread serving an operation (caller_progress off) keeps looking this long after
+// the last thing moved.
+constexpr auto kServeSpin = std::chrono::milliseconds(1);
 
 // CPUs this process may run on.
 int usable_cpus() {
@@ -966,7 +969,23 @@ void ShmTransport::sleep_until_work(const Completion* completion, uint32_t seen,
 bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hint,
                         Clock::time_point deadline) {
   (void)hint;
-  if (!caller_progress_) return completion.wait_for_change(seen, deadline);
+  if (!caller_progress_) {
+    // The progress thread serves this transport; passes of the caller's own for a short while
+    // save it a wake-up for a reply that comes at once. Returns false after them (the caller
+    // then sleeps elsewhere, see ShmTransportConfig::caller_progress).
+    const auto until = std::min(deadline, Clock::now() + kSpinShared);
+    while (true) {
+      if (completion.generation() != seen) return true;
+      if (progress_all() > 0) continue;
+      if (completion.generation() != seen) return true;
+      if (Clock::now() >= until) return false;
+      if (oversubscribed_) {
+        std::this_thread::yield();
+      } else {
+        cpu_pause();
+      }
+    }
+  }
   auto idle_since = Clock::now();
   int idle_passes = 0;
   while (true) {
@@ -1151,6 +1170,7 @@ Status ShmTransport::direct_mismatch() {
 }
 
 void ShmTransport::background_loop() {
+  Clock::time_point last_moved{};
   while (true) {
     {
       std::unique_lock<std::mutex> lock(bg_mu_);
@@ -1160,8 +1180,19 @@ void ShmTransport::background_loop() {
       });
       if (stopping_) return;
     }
-    if (progress_all() > 0) continue;
+    if (progress_all() > 0) {
+      if (!caller_progress_) last_moved = Clock::now();
+      continue;
+    }
     if (caller_progress_ && op_active_.load(std::memory_order_acquire)) continue;
+    // Serving an operation (caller_progress off): what comes next usually follows within
+    // microseconds, and a wake-up from the doorbell costs milliseconds on a crowded machine, so
+    // keep looking (yielding the core) while the operation still moves.
+    if (!caller_progress_ && op_active_.load(std::memory_order_acquire) &&
+        Clock::now() - last_moved < kServeSpin) {
+      std::this_thread::yield();
+      continue;
+    }
     sleep_until_work(nullptr, 0, std::chrono::milliseconds(100));
   }
 }

@@ -42,10 +42,11 @@ struct ShmTransportConfig {
   // serves part of a larger communicator (mixed transport): members[rank] is this rank. Empty:
   // the identity. Store keys stay by index.
   std::vector<int> members;
-  // True: collectives are progressed by the thread that waits for them (wait() polls the rings),
-  // the fastest way when this transport carries everything. False: the progress thread serves
-  // operations too and wait() only sleeps on the completion, so another transport can complete
-  // the same operation's other requests meanwhile.
+  // True: collectives are progressed by the thread that waits for them (wait() polls the rings,
+  // then sleeps on this rank's doorbell), the fastest way when this transport carries everything.
+  // False: the progress thread serves operations too (its completions wake the waiter through
+  // the Completion, wherever it sleeps) and wait() only polls for a few microseconds, then
+  // returns false, so a waiter can sleep in another transport's wait meanwhile.
   bool caller_progress = true;
 };
 

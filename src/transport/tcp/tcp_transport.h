@@ -25,10 +25,6 @@ struct TcpTransportConfig {
   uint64_t token = 0;    // unique per communicator (all ranks agree through the store)
   std::string host_id;   // resolved host identity of this rank
   Options options;
-  // True: during a collective the waiting thread reads the sockets itself (saves the hand-off
-  // from the reactor). False: the reactor always reads and wait() sleeps on the completion, so
-  // another transport can complete the same operation's other requests meanwhile.
-  bool caller_reads = true;
 };
 
 // Connects to every peer through `store` (keys "tcp/..."); blocks until connected or

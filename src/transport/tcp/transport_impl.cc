@@ -19,8 +19,7 @@ TcpTransport::TcpTransport(const TcpTransportConfig& config, BufferPool& pool)
       size_(config.size),
       comm_(static_cast<uint32_t>(config.token)),
       options_(config.options),
-      pool_(pool),
-      caller_reads_(config.caller_reads) {
+      pool_(pool) {
   limits_.max_eager = options_.eager_threshold;
   for (int r = 0; r < size_; ++r) {
     auto p = std::make_unique<Peer>();
@@ -95,7 +94,6 @@ void TcpTransport::begin_operation(const Fingerprint& fp) {
     fail(st);
     return;
   }
-  if (!caller_reads_) return;  // the reactor reads throughout (TcpTransportConfig::caller_reads)
   op_thread_ = std::this_thread::get_id();
   for (auto& p : peers_) p->caller_reading.store(true, std::memory_order_seq_cst);
   set_reactor_reads(false);

@@ -212,7 +212,6 @@ class TcpTransport final : public Transport {
   std::vector<pollfd> poll_fds_;  // wait()'s scratch; only the operation's thread uses it
   std::vector<Connection*> poll_conns_;  // the connection of each poll_fds_ entry (same thread)
   bool spin_ = true;              // fixed before start()
-  const bool caller_reads_;       // TcpTransportConfig::caller_reads
   std::atomic<int> goodbyes_{0};
   Completion closing_;
 };
