@@ -111,19 +111,23 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     c->machine_ranks_ = machine_ranks > 0 ? machine_ranks : std::max(1, same_machine);
     layout = HostLayout::from_keys(keys);
     use_shm = layout->host_count() == 1;
-    if (!use_shm && c->options_.transport == TransportKind::shm) {
-      const int other = layout->hosts[1].front();
-      return Status(ErrorCode::invalid_argument,
-                    fmt::format("rank {}: transport=shm needs every rank on one host, but rank {} "
-                                "is on {} and rank 0 on {}; use transport=auto or tcp",
-                                c->rank(), other, keys[static_cast<size_t>(other)], keys[0]));
-    }
   }
-  // Several hosts, some with several ranks: shm to the peers on this host, TCP to the others.
-  const bool mixed = !use_shm && layout && layout->host_count() > 1 && layout->max_local() > 1;
+  // Several hosts, some with several ranks: shm to the peers on this host, TCP to the others
+  // (MixedTransport). auto does so only when the machine's ranks fit its CPUs: otherwise the
+  // hand-offs through the shm progress thread cost more than loopback TCP (a ring allreduce of
+  // 8 B-32 KiB, 4 ranks on 2 cores as two pretend hosts: 0.24-0.37 ms over TCP alone, 0.24-0.59
+  // ms mixed; docs/configuration.md). transport=shm asks for it anyway. Every rank of a
+  // machine decides alike (the job's ranks there against its online CPUs).
+  const bool spans_hosts = !use_shm && layout && layout->host_count() > 1 && layout->max_local() > 1;
+  const bool fits = c->machine_ranks_ <= static_cast<int>(std::thread::hardware_concurrency());
+  const bool mixed = spans_hosts && (c->options_.transport == TransportKind::shm || fits);
   if (c->rank() == 0) {
-    log::info("transport: {} ({} ranks{})", use_shm ? "shm" : mixed ? "shm within hosts, tcp between" : "tcp",
-              c->size(), use_shm ? ", all on one host" : mixed ? ", " + layout->describe() : "");
+    log::info("transport: {} ({} ranks{}{})",
+              use_shm ? "shm" : mixed ? "shm within hosts, tcp between" : "tcp", c->size(),
+              use_shm ? ", all on one host" : spans_hosts ? ", " + layout->describe() : "",
+              spans_hosts && !mixed
+                  ? "; tcp inside hosts too: the ranks outnumber the CPUs (transport=shm forces shm)"
+                  : "");
   }
   const std::vector<int> host =
       layout ? layout->hosts[static_cast<size_t>(layout->host_of[static_cast<size_t>(c->rank())])]
@@ -315,6 +319,14 @@ void CommunicatorImpl::prepare_collective(Op& op, std::chrono::steady_clock::tim
                                           bool run_now) {
   op.fp = make_fingerprint(op.args, ++next_seq_);
   op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
+  if (op.hierarchical && options_.algorithm(op.kind) != Algorithm::hierarchical) {
+    // Left to auto: flat or hierarchical by measured cost. Later calls are settled again when
+    // they run (the agreement may come between).
+    const size_t bytes = payload_bytes(op.args, size());
+    op.choice = choice_.admit(op.kind, bytes);
+    if (op.choice == HierarchyChoice::kTrials - 1) op.agree_seq = ++next_seq_;
+    op.hierarchical = choice_.hierarchical(op.kind, bytes, op.choice);
+  }
   op.algorithm = op.hierarchical
                      ? Algorithm::hierarchical
                      : selected_algorithm(op.args.kind, payload_bytes(op.args, size()), size(),
@@ -401,6 +413,34 @@ void CommunicatorImpl::executor_loop() {
   }
 }
 
+Status CommunicatorImpl::agree_on_costs(const Op& op) {
+  const size_t bytes = payload_bytes(op.args, size());
+  std::array<double, 2> costs = choice_.costs(op.kind, bytes);
+  CollectiveArgs a;
+  a.kind = OpKind::allreduce;
+  a.dtype = DataType::fp64;
+  a.op = ReduceOp::max;
+  a.send = costs.data();
+  a.recv = costs.data();
+  a.count = costs.size();
+  const Fingerprint fp = make_fingerprint(a, op.agree_seq);
+  Status st;
+  transport_->begin_operation(fp);
+  {
+    Context ctx(*transport_, options_, fp, *pool_, std::chrono::steady_clock::now());
+    st = run_collective(ctx, a,
+                        selected_algorithm(a.kind, sizeof(costs), size(), options_,
+                                           transport_->shared_capacity()));
+  }
+  transport_->end_operation();
+  if (!st.ok()) return st.with_context("choosing between flat and hierarchical");
+  choice_.decide(op.kind, bytes, costs);
+  log::debug("rank {}: {} of {} bytes runs {} (hierarchical {:.1f} us, flat {:.1f} us)", rank(),
+             to_string(op.kind), bytes, costs[1] < costs[0] ? "flat" : "hierarchically",
+             costs[0] * 1e6, costs[1] * 1e6);
+  return Status();
+}
+
 Status CommunicatorImpl::p2p_deadline_passed(const WorkImpl& w, const Op& op) {
   (void)w;
   auto secs = std::chrono::duration<double>(options_.timeout).count();
@@ -452,6 +492,18 @@ Status CommunicatorImpl::execute(Op& op) {
                            : std::chrono::steady_clock::now();
   if (op.work) op.work->mark_started(started);
   if (op.started == std::chrono::steady_clock::time_point{}) recorder_->mark_running(op.record, started);
+  if (op.choice >= HierarchyChoice::kTrials) {
+    const bool h = choice_.hierarchical(op.kind, payload_bytes(op.args, size()), op.choice);
+    if (h != op.hierarchical) {
+      op.hierarchical = h;
+      op.algorithm = h ? Algorithm::hierarchical
+                       : selected_algorithm(op.kind, payload_bytes(op.args, size()), size(),
+                                            options_, transport_->shared_capacity());
+      recorder_->set_algorithm(op.record, op.algorithm);
+    }
+  }
+  const bool trial = op.choice >= 0 && op.choice < HierarchyChoice::kTrials;
+  const auto trial_start = trial ? std::chrono::steady_clock::now() : started;
   Status st;
   if (op.hierarchical) {
     st = hierarchy_->run(op.args, *pool_);
@@ -464,6 +516,12 @@ Status CommunicatorImpl::execute(Op& op) {
     transport_->end_operation();
   }
   if (st.ok()) st = transport_->error();
+  if (trial && st.ok()) {
+    const size_t bytes = payload_bytes(op.args, size());
+    choice_.record(op.kind, bytes, op.choice,
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count());
+    if (op.agree_seq != 0) st = agree_on_costs(op);
+  }
   const auto ended = op.coarse_clock ? coarse_now() : std::chrono::steady_clock::now();
   recorder_->mark_ended(op.record, st, ended);
   if (!st.ok()) {

@@ -84,6 +84,11 @@ class CommunicatorImpl {
     Fingerprint fp;
     Algorithm algorithm = Algorithm::automatic;  // collectives: chosen once at submission
     bool hierarchical = false;                   // run by the Hierarchy
+    // Flat or hierarchical by measured cost (HierarchyChoice): the call's index in its class,
+    // -1 when not chosen that way; the sequence number reserved for the agreement after the
+    // last trial.
+    int choice = -1;
+    uint64_t agree_seq = 0;
     OpKind kind = OpKind::send;
     void* buf = nullptr;
     size_t bytes = 0;
@@ -106,6 +111,8 @@ class CommunicatorImpl {
   Status execute(Op& op);
   // mu_ held through `lock`: execute(op) with running_ set and mu_ released, then wakes waiters.
   Status execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op);
+  // After the last trial of a class (HierarchyChoice): the ranks' maximum costs, then the choice.
+  Status agree_on_costs(const Op& op);
   void executor_loop();
   void set_broken(const Status& st);
   Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
@@ -138,6 +145,7 @@ class CommunicatorImpl {
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
   std::unique_ptr<Hierarchy> hierarchy_;  // when the job spans hosts (see create)
+  HierarchyChoice choice_;                 // admit() under mu_, the rest by the executing thread
   // The store of the communicator this one descends from (split, shrink, grow): joiners meet
   // there (keys weft-join/...).
   std::shared_ptr<Store> root_store_;

@@ -174,6 +174,14 @@ void FlightRecorder::mark_running(uint64_t id, Clock::time_point started) {
   update(id, FlightEntry::State::running, started, {}, nullptr, false);
 }
 
+void FlightRecorder::set_algorithm(uint64_t id, Algorithm algorithm) {
+  Slot* s = slot_of(id);
+  if (s == nullptr || s->id.load(R) != id || !s->open.load(R)) return;
+  write_begin(s->version);
+  s->algorithm.store(static_cast<uint8_t>(algorithm), R);
+  write_end(s->version);
+}
+
 void FlightRecorder::mark_posted(uint64_t id, Clock::time_point started) {
   update(id, FlightEntry::State::running, started, {}, nullptr, true);
 }

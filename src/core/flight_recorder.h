@@ -67,6 +67,8 @@ class FlightRecorder {
                           uint64_t seq, Algorithm algorithm, FlightEntry::Clock::time_point queued,
                           bool running);
   void mark_running(uint64_t id, FlightEntry::Clock::time_point started);
+  // A collective whose algorithm was settled only when it ran.
+  void set_algorithm(uint64_t id, Algorithm algorithm);
   // Point-to-point: running from `started`, and from now on its state is read from its Work.
   void mark_posted(uint64_t id, FlightEntry::Clock::time_point started);
   void mark_ended(uint64_t id, const Status& status);

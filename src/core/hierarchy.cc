@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
+#include <utility>
 #include <cstring>
 #include <map>
 
@@ -51,6 +53,51 @@ std::string numbering(const std::vector<int>& members) {
 }
 
 }  // namespace
+
+// ---- flat or hierarchical -------------------------------------------------------------------------
+
+HierarchyChoice::Class& HierarchyChoice::at(OpKind kind, size_t bytes) {
+  return const_cast<Class&>(std::as_const(*this).at(kind, bytes));
+}
+
+const HierarchyChoice::Class& HierarchyChoice::at(OpKind kind, size_t bytes) const {
+  int k = 0;
+  switch (kind) {
+    case OpKind::allreduce: k = 0; break;
+    case OpKind::allgather: k = 1; break;
+    case OpKind::reduce_scatter: k = 2; break;
+    default: k = 3; break;  // broadcast
+  }
+  // Sizes rounded up to a power of two: 2049..4096 bytes are one class.
+  return classes_[k][bytes <= 1 ? bytes : std::bit_width(bytes - 1)];
+}
+
+int HierarchyChoice::admit(OpKind kind, size_t bytes) {
+  Class& c = at(kind, bytes);
+  const int index = c.calls;
+  if (c.calls < kTrials) ++c.calls;
+  return index;
+}
+
+bool HierarchyChoice::hierarchical(OpKind kind, size_t bytes, int index) const {
+  if (index < kTrials) return index < kTrials / 2;
+  return !at(kind, bytes).flat.load(std::memory_order_relaxed);
+}
+
+void HierarchyChoice::record(OpKind kind, size_t bytes, int index, double seconds) {
+  if (index >= kTrials) return;
+  double& best = at(kind, bytes).best[index < kTrials / 2 ? 0 : 1];
+  best = std::min(best, seconds);
+}
+
+std::array<double, 2> HierarchyChoice::costs(OpKind kind, size_t bytes) const {
+  const Class& c = at(kind, bytes);
+  return {c.best[0], c.best[1]};
+}
+
+void HierarchyChoice::decide(OpKind kind, size_t bytes, const std::array<double, 2>& agreed) {
+  at(kind, bytes).flat.store(agreed[1] < agreed[0], std::memory_order_relaxed);
+}
 
 // ---- layout ---------------------------------------------------------------------------------------
 

@@ -19,6 +19,8 @@
 // Every rank takes the same path for the same call, so sub-operations match across ranks.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +33,44 @@ namespace weft {
 
 class BufferPool;
 class CommunicatorImpl;
+
+// Flat or hierarchical, by measured cost (the collective's algorithm left to auto). Per collective
+// kind and payload size class (bytes rounded up to a power of two), the first three calls run
+// hierarchically and the next three flat (in runs: switching between the two ways leaves the
+// other's threads asleep, which made alternate calls 2-4x slower than steady ones here); each
+// rank keeps the fastest call of each way (the first of a run pays for cold buffers and
+// threads), and right after the sixth call the
+// ranks take the maximum of those costs over all ranks (a two-value allreduce under a sequence
+// number reserved with the sixth call), so every rank decides alike. Later calls of that class
+// run the cheaper way. Call order decides which call is which, so every rank plans the same
+// call the same way.
+class HierarchyChoice {
+ public:
+  static constexpr int kTrials = 6;
+
+  // At submission, in call order: the call's index within its class (below kTrials / 2:
+  // hierarchical trial, then flat trials; the last trial also agrees afterwards; from kTrials
+  // on: as decided).
+  int admit(OpKind kind, size_t bytes);
+  // At execution: whether call `index` of the class runs hierarchically.
+  bool hierarchical(OpKind kind, size_t bytes, int index) const;
+  // At execution, after trial call `index` succeeded in `seconds`.
+  void record(OpKind kind, size_t bytes, int index, double seconds);
+  // This rank's costs of the class, {hierarchical, flat}, for the agreement.
+  std::array<double, 2> costs(OpKind kind, size_t bytes) const;
+  // The agreed (maximum over ranks) costs: later calls run the cheaper way.
+  void decide(OpKind kind, size_t bytes, const std::array<double, 2>& agreed);
+
+ private:
+  struct Class {
+    int calls = 0;                  // admitted (submission side)
+    double best[2] = {1e300, 1e300};  // fastest trial: [0] hierarchical, [1] flat
+    std::atomic<bool> flat{false};  // decided: flat is cheaper (read at submission too)
+  };
+  Class& at(OpKind kind, size_t bytes);
+  const Class& at(OpKind kind, size_t bytes) const;
+  Class classes_[4][65];
+};
 
 // Where every rank of a job lives, from the ranks' host keys.
 struct HostLayout {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/hierarchy.h"
 #include "multirank/comm_harness.h"
 #include "multirank/data.h"
 
@@ -45,9 +46,18 @@ Options layout_options() {
   return o;
 }
 
+// The hierarchical compositions themselves: forced, so that measured cost cannot pick flat.
+Options hierarchical_options() {
+  Options o = layout_options();
+  for (OpKind k : {OpKind::allreduce, OpKind::allgather, OpKind::reduce_scatter, OpKind::broadcast}) {
+    o.set_algorithm(k, Algorithm::hierarchical);
+  }
+  return o;
+}
+
 // Runs fn on one thread per rank of `layout`, each on its pretend host.
 void run_layout(const Layout& layout, const std::function<void(Communicator&)>& fn,
-                const Options& base = layout_options()) {
+                const Options& base = hierarchical_options()) {
   auto store_ptr = make_memory_store();
   const int n = static_cast<int>(layout.hosts.size());
   std::vector<std::thread> threads;
@@ -174,7 +184,7 @@ TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRoot) {
 TEST_P(Hierarchy, ForcedFlatAlgorithmBypassesIt) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
-  Options flat = layout_options();
+  Options flat = hierarchical_options();
   flat.set_algorithm(OpKind::allreduce, Algorithm::ring);
   run_layout(
       layout,
@@ -188,7 +198,72 @@ TEST_P(Hierarchy, ForcedFlatAlgorithmBypassesIt) {
       flat);
 }
 
-// transport=auto over several hosts: collectives run flat (kinds the hierarchy does not take, or
+// Left to auto, flat or hierarchical is measured: per kind and size class, three calls run
+// hierarchically and three flat, then every rank runs the rest the same way (the cheaper one), with one
+// sequence number taken by the agreement. Results are right throughout.
+TEST_P(Hierarchy, AutoMeasuresFlatAgainstHierarchicalAndAgrees) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  constexpr int kCalls = 10;
+  constexpr int kTrials = HierarchyChoice::kTrials;
+  std::vector<std::vector<std::string>> chosen(static_cast<size_t>(n));
+  run_layout(
+      layout,
+      [&](Communicator& c) {
+        const int r = c.rank();
+        for (int i = 0; i < kCalls; ++i) {
+          std::vector<int64_t> v(300, r + i);
+          ASSERT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::int64, ReduceOp::sum).ok());
+          ASSERT_EQ(v[299], n * (n - 1) / 2 + n * i);
+          std::vector<float> b(1000, r == 1 ? 2.5f + i : -1.0f);
+          ASSERT_TRUE(c.broadcast(b.data(), b.size(), DataType::fp32, 1).ok());
+          ASSERT_EQ(b[999], 2.5f + i);
+        }
+        auto entries = nlohmann::json::parse(c.flight_record_json())["entries"];
+        ASSERT_EQ(entries.size(), 2u * kCalls);
+        auto& mine = chosen[static_cast<size_t>(r)];
+        for (const auto& e : entries) mine.push_back(e["algorithm"]);
+        for (int k = 0; k < 2; ++k) {  // allreduce (even entries), broadcast (odd)
+          for (int i = 0; i < kTrials; ++i) {
+            EXPECT_EQ(mine[2 * i + k] == "hierarchical", i < kTrials / 2) << i << " " << mine[2 * i + k];
+          }
+          for (int i = kTrials; i < kCalls; ++i) EXPECT_EQ(mine[2 * i + k], mine[2 * kTrials + k]) << i;
+        }
+        // The agreement after each class's last trial took a sequence number.
+        EXPECT_EQ(entries[2 * kTrials]["seq"].get<int>(), entries[2 * kTrials - 1]["seq"].get<int>() + 2);
+      },
+      layout_options());
+  for (int r = 1; r < n; ++r) EXPECT_EQ(chosen[static_cast<size_t>(r)], chosen[0]) << "rank " << r;
+}
+
+// The peers on this host and the others, as flight_record_json()'s "transport" says.
+std::string expected_transport(const Layout& layout, int r, bool mixed) {
+  std::string local_peers;
+  for (size_t p = 0; p < layout.hosts.size(); ++p) {
+    if (static_cast<int>(p) != r && layout.hosts[p] == layout.hosts[static_cast<size_t>(r)]) {
+      local_peers += fmt::format("{}{}", local_peers.empty() ? "" : ",", p);
+    }
+  }
+  if (local_peers.empty()) return mixed ? "tcp (alone on its host)" : "tcp";
+  return mixed ? fmt::format("mixed (shm to ranks {}, tcp to the others)", local_peers) : "tcp";
+}
+
+// transport=auto over several hosts: shm to the peers on this host only when the machine's
+// ranks fit its CPUs (the ranks here are threads of this process on this machine).
+TEST_P(Hierarchy, AutoUsesSharedMemoryInsideHostsWhenTheRanksFitTheCpus) {
+  const Layout& layout = GetParam();
+  const bool fits = layout.hosts.size() <= std::thread::hardware_concurrency();
+  run_layout(
+      layout,
+      [&](Communicator& c) {
+        EXPECT_EQ(nlohmann::json::parse(c.flight_record_json())["transport"],
+                  expected_transport(layout, c.rank(), fits));
+        ASSERT_TRUE(c.barrier().ok());
+      },
+      layout_options());
+}
+
+// transport=shm over several hosts: collectives run flat (kinds the hierarchy does not take, or
 // forced algorithms) reach the peers on the same host through shared memory and the others
 // through TCP; point-to-point goes over TCP, receives from any rank included. Sizes cover eager
 // and rendezvous messages on both parts.
@@ -196,23 +271,14 @@ TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
   Options flat = layout_options();
+  flat.transport = TransportKind::shm;
   flat.set_algorithm(OpKind::allreduce, Algorithm::ring);
   run_layout(
       layout,
       [&](Communicator& c) {
         const int r = c.rank();
-        std::string local_peers;
-        for (int p = 0; p < n; ++p) {
-          if (p != r && layout.hosts[static_cast<size_t>(p)] == layout.hosts[static_cast<size_t>(r)]) {
-            local_peers += fmt::format("{}{}", local_peers.empty() ? "" : ",", p);
-          }
-        }
-        const auto transport = nlohmann::json::parse(c.flight_record_json())["transport"];
-        if (local_peers.empty()) {
-          EXPECT_EQ(transport, "tcp (alone on its host)");
-        } else {
-          EXPECT_EQ(transport, fmt::format("mixed (shm to ranks {}, tcp to the others)", local_peers));
-        }
+        EXPECT_EQ(nlohmann::json::parse(c.flight_record_json())["transport"],
+                  expected_transport(layout, r, true));
         for (size_t count : {size_t{1}, size_t{1000}, size_t{300000}}) {
           SCOPED_TRACE(fmt::format("count {}", count));
           std::vector<int32_t> send(n * count), recv(n * count, -1);

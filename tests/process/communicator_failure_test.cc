@@ -97,14 +97,16 @@ TEST(CommunicatorFailureTest, AbortOnOneRankEndsTheOthers) {
       << r.out;
 }
 
-// Two pretend hosts with two ranks each: rank 1 dies inside an alltoall (flat: shared memory to
-// rank 0, TCP to ranks 2 and 3) or an allreduce (hierarchical: shared memory inside the host,
-// TCP between the hosts). Every survivor fails on its own, naming the lost rank.
+// Two pretend hosts with two ranks each: rank 1 dies inside an alltoall (flat; transport=shm:
+// shared memory to rank 0, TCP to ranks 2 and 3) or an allreduce (hierarchical: shared memory
+// inside the host, TCP between the hosts). Every survivor fails on its own, naming the lost rank.
 class MultiHostFailureTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MultiHostFailureTest, SurvivorsReportALostPeer) {
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
   auto r = run_tool({"run", "-n", "4", "--host-ids", "a,a,b,b", "--grace", "20", "--timeout", "60",
                      WEFT_CHILD_PATH, "1", "400", "kill", GetParam()});
+  ::unsetenv("WEFT_TRANSPORT");
   EXPECT_TRUE(r.exit_code == 128 + SIGKILL || r.exit_code == 7) << r.exit_code << r.out << r.err;
   EXPECT_LT(r.elapsed, milliseconds(15000)) << r.out << r.err;
   for (const char* rank : {"[0] rank 0: failed after", "[2] rank 2: failed after",

@@ -41,6 +41,19 @@ TEST(FlightRecorder, KeepsTheMostRecentEntriesInOrder) {
   }
 }
 
+TEST(FlightRecorder, AlgorithmSettledWhenTheOperationRuns) {
+  FlightRecorder r(4);
+  const auto now = FlightEntry::Clock::now();
+  uint64_t id = r.add_collective(OpKind::allreduce, DataType::fp32, ReduceOp::sum, -1, 8, 1,
+                                 Algorithm::hierarchical, now, false);
+  r.set_algorithm(id, Algorithm::ring);
+  r.mark_ended(id, Status());
+  r.set_algorithm(id, Algorithm::binomial);  // ended: ignored
+  auto snap = r.snapshot();
+  ASSERT_EQ(snap.size(), 1u);
+  EXPECT_STREQ(snap[0].algorithm, "ring");
+}
+
 TEST(FlightRecorder, ReportsWhatIsStillInFlightAndWhy) {
   FlightRecorder r(16);
   uint64_t a = r.add(collective(1));
