@@ -276,7 +276,53 @@ Status Hierarchy::broadcast(const CollectiveArgs& a) {
   return on_local(make_args(OpKind::broadcast, a, a.recv, a.recv, a.count, 0));
 }
 
+// Uniform layouts (H hosts of L ranks): every local rank gathers the blocks of its local index
+// across hosts (cross allgather, all L links at once), the host exchanges those bundles (local
+// allgather of H blocks each: bundle i holds rank hosts[h][i]'s block at h), and the blocks go
+// into global rank order.
+Status Hierarchy::allgather_slices(const CollectiveArgs& a, BufferPool& pool) {
+  const size_t H = layout_.hosts.size();
+  const size_t L = layout_.hosts.front().size();
+  const size_t li = static_cast<size_t>(layout_.local_index[static_cast<size_t>(rank_)]);
+  const size_t block = a.count * a.elem_size();
+  Scratch bundles(pool, L * H * block);
+  uint8_t* mine = bundles.get() + li * H * block;
+  WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allgather, a, a.send, mine, a.count)));
+  // In place: this rank's bundle already sits at its place.
+  WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::allgather, a, mine, bundles.get(), H * a.count)));
+  uint8_t* out = static_cast<uint8_t*>(a.recv);
+  for (size_t i = 0; i < L && block > 0; ++i) {
+    for (size_t h = 0; h < H; ++h) {
+      const size_t r = static_cast<size_t>(layout_.hosts[h][i]);
+      std::memcpy(out + r * block, bundles.get() + (i * H + h) * block, block);
+    }
+  }
+  return Status();
+}
+
+// Uniform layouts: the blocks are regrouped by local index (group i: the blocks of ranks
+// hosts[h][i], h in host order), the host reduce_scatters the groups (local rank i gets its
+// group summed over the host), and each local index's ranks reduce_scatter that across hosts.
+Status Hierarchy::reduce_scatter_slices(const CollectiveArgs& a, BufferPool& pool) {
+  const size_t H = layout_.hosts.size();
+  const size_t L = layout_.hosts.front().size();
+  const size_t block = a.count * a.elem_size();
+  Scratch grouped(pool, L * H * block);
+  const auto* in = static_cast<const uint8_t*>(a.send);
+  for (size_t i = 0; i < L && block > 0; ++i) {
+    for (size_t h = 0; h < H; ++h) {
+      const size_t r = static_cast<size_t>(layout_.hosts[h][i]);
+      std::memcpy(grouped.get() + (i * H + h) * block, in + r * block, block);
+    }
+  }
+  Scratch group(pool, H * block);
+  WEFT_RETURN_IF_ERROR(
+      on_local(make_args(OpKind::reduce_scatter, a, grouped.get(), group.get(), H * a.count)));
+  return on_cross(make_args(OpKind::reduce_scatter, a, group.get(), a.recv, a.count));
+}
+
 Status Hierarchy::allgather(const CollectiveArgs& a, BufferPool& pool) {
+  if (slices(a)) return allgather_slices(a, pool);
   const size_t es = a.elem_size();
   const size_t n = layout_.host_of.size();
   const int host = layout_.host_of[static_cast<size_t>(rank_)];
@@ -312,6 +358,7 @@ Status Hierarchy::allgather(const CollectiveArgs& a, BufferPool& pool) {
 }
 
 Status Hierarchy::reduce_scatter(const CollectiveArgs& a, BufferPool& pool) {
+  if (slices(a)) return reduce_scatter_slices(a, pool);
   const size_t es = a.elem_size();
   const size_t n = layout_.host_of.size();
   const auto& members = layout_.hosts[static_cast<size_t>(layout_.host_of[static_cast<size_t>(rank_)])];

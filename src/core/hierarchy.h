@@ -12,9 +12,13 @@
 //    allgather), so every rank's link and core work; otherwise through the leaders (local reduce,
 //    leaders' allreduce, local broadcast);
 //  - broadcast: to the root host's leader, among leaders, then inside every host;
-//  - allgather: local gather to the leader, leaders' allgatherv of whole hosts, reorder into
-//    global rank order, local broadcast;
-//  - reduce_scatter: local reduce to the leader, leaders' allreduce, local scatter.
+//  - allgather: with the same number of ranks on every host and 16 KiB or more in all, every
+//    local rank gathers its local index's blocks across hosts, then the host exchanges those
+//    bundles; otherwise local gather to the leader, leaders' allgatherv of whole hosts, reorder,
+//    local broadcast;
+//  - reduce_scatter: likewise a local reduce_scatter of the blocks grouped by local index, then a
+//    cross reduce_scatter per local index; otherwise local reduce to the leader, leaders'
+//    allreduce, local scatter.
 // avg runs as sum and is scaled once at the end (hosts may hold different numbers of ranks).
 // Every rank takes the same path for the same call, so sub-operations match across ranks.
 #pragma once
@@ -108,6 +112,19 @@ class Hierarchy {
   Status broadcast(const CollectiveArgs& a);
   Status allgather(const CollectiveArgs& a, BufferPool& pool);
   Status reduce_scatter(const CollectiveArgs& a, BufferPool& pool);
+  // Every local rank owns a slice (uniform layouts, see slices()).
+  Status allgather_slices(const CollectiveArgs& a, BufferPool& pool);
+  Status reduce_scatter_slices(const CollectiveArgs& a, BufferPool& pool);
+  // allgather and reduce_scatter of `a` run per slice: the same number of ranks (more than one)
+  // on every host, and at least kSliceBytes in all (below, the leaders' fewer messages win: 2 x 2
+  // pretend hosts, allgather of 1 KiB per rank in 97-131 us through the leaders against 156-160
+  // per slice; from 16 KiB per slice is as fast or faster, 4 MiB in 1537-1546 against 2361-2665
+  // us; docs/algorithms.md).
+  static constexpr size_t kSliceBytes = 16 * 1024;
+  bool slices(const CollectiveArgs& a) const {
+    return layout_.uniform() && layout_.hosts.front().size() > 1 &&
+           a.count * a.elem_size() * layout_.host_of.size() >= kSliceBytes;
+  }
   Status on_local(const CollectiveArgs& a);
   Status on_cross(const CollectiveArgs& a);
   bool leader() const { return layout_.local_index[static_cast<size_t>(rank_)] == 0; }

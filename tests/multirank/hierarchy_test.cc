@@ -2,7 +2,8 @@
 // (2 hosts x 2 ranks, the same interleaved, 3 hosts with 1, 2 and 3 ranks, 2 x 3). Every dtype
 // and op of allreduce, reduce_scatter, allgather and broadcast (every root), in and out of place,
 // at counts that are 0, tiny, not divisible by the ranks per host and divisible (the slice path),
-// must match the reference; the flight record must show that the hierarchy ran them.
+// must match the reference; the flight record must show that the hierarchy ran them. Counts of
+// 5000 take the per-slice allgather and reduce_scatter on the uniform layouts (16 KiB or more).
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -122,7 +123,7 @@ TEST_P(Hierarchy, ReduceScatterEveryDtype) {
     const int r = c.rank();
     for (DataType t : harness::all_dtypes()) {
       for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
-        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{300}}) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{300}, size_t{5000}}) {
           for (bool in_place : {false, true}) {
             SCOPED_TRACE(fmt::format("{} {} count {} {}", to_string(t), to_string(op), count,
                                      in_place ? "in place" : "out of place"));
@@ -149,7 +150,7 @@ TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRoot) {
   const int n = static_cast<int>(layout.hosts.size());
   run_layout(layout, [&](Communicator& c) {
     const int r = c.rank();
-    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{5000}}) {
       for (bool in_place : {false, true}) {
         SCOPED_TRACE(fmt::format("allgather count {} {}", count, in_place ? "in place" : "out of place"));
         std::vector<int32_t> all(n * count + 1, -1), mine(count + 1);
