@@ -45,9 +45,10 @@ log() { echo "compare.sh [$(date +%H:%M:%S)]: $*" >&2; }
 if [ "$setup" = 1 ]; then "$root/scripts/setup.sh" --bench >&2; fi
 
 log "building in $build"
+mkdir -p "$build"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DWEFT_BUILD_TESTS=OFF \
-  -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_BASELINES=ON >"$build.cmake.log" 2>&1 ||
-  { cat "$build.cmake.log" >&2; exit 1; }
+  -DWEFT_BUILD_BENCH=ON -DWEFT_BUILD_BASELINES=ON >"$build/configure.log" 2>&1 ||
+  { cat "$build/configure.log" >&2; exit 1; }
 cmake --build "$build" --parallel "$(nproc)" \
   --target weft_tool weft_mpi_allreduce weft_gloo_allreduce weft_reduce_bench >&2
 
