@@ -111,7 +111,9 @@ Algorithm automatic_choice(OpKind kind, size_t bytes, int n) {
   switch (kind) {
     case OpKind::allreduce:
       if (n <= 2 && bytes <= 16 * KiB) return A::direct;
-      if (bytes <= 16 * KiB) return A::recursive_doubling;
+      // Up to 64 KiB the whole vector in log2 n exchanges beats halving-doubling's 2 log2 n
+      // (docs/algorithms.md: 32-64 KiB, 2 and 4 ranks, shm and TCP).
+      if (bytes <= 64 * KiB) return A::recursive_doubling;
       // Fewer dependent steps than the ring (2 log n vs 2(n-1)) also matter when ranks share
       // cores: each step waits for its partner to be scheduled.
       if (bytes <= 256 * KiB || (is_power_of_two(n) && bytes <= (n >= 4 ? 4 : 1) * MiB)) {
