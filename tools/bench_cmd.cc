@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tools/bench/bench_case.h"
 #include "tools/bench/bench_data.h"
 #include "tools/bench/bench_report.h"
@@ -180,9 +182,14 @@ Status BenchRunner::run(std::vector<BenchRow>& rows) {
     return Status(ErrorCode::invalid_argument,
                   "cannot allocate two buffers of " + std::to_string(max_bytes) + " bytes");
   }
+  // How rank 0 reaches its peers ("shm", "tcp", "mixed (shm to ranks 1, tcp to the others)").
+  const auto record = nlohmann::json::parse(comm_.flight_record_json(), nullptr, false);
+  const std::string transport =
+      record.is_object() ? record.value("transport", std::string("?")) : std::string("?");
   print("# weft bench: world size " + std::to_string(n) + ", " + std::to_string(args_.iters) +
         " iterations after " + std::to_string(args_.warmup) + " warm-up, check " +
-        (args_.check ? "on" : "off") + "\n# options: " + comm_.options().describe() + "\n");
+        (args_.check ? "on" : "off") + "\n# options: " + comm_.options().describe() +
+        "\n# transport: " + transport + "\n");
   for (OpKind kind : plan_.kinds) {
     print(bench::table_header(kind, to_string(comm_.options().algorithm(kind))));
     std::vector<BenchRow> section;
