@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -327,6 +328,39 @@ TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
         }
       },
       flat);
+}
+
+// Ranks blocked in a flat collective over the mixed transport (one rank is late) sleep: the
+// whole process, every rank's threads together, uses a small part of the wall time meanwhile.
+TEST_P(Hierarchy, BlockedRanksOverTheMixedTransportSleep) {
+  const Layout& layout = GetParam();
+  const int n = static_cast<int>(layout.hosts.size());
+  Options o = layout_options();
+  o.transport = TransportKind::shm;
+  o.set_algorithm(OpKind::allreduce, Algorithm::ring);
+  double cpu = 0, wall = 0;
+  run_layout(
+      layout,
+      [&](Communicator& c) {
+        float v = 1;
+        ASSERT_TRUE(c.barrier().ok());
+        if (c.rank() == n - 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the others are in
+          timespec p0{}, p1{};
+          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p0);
+          const auto t0 = std::chrono::steady_clock::now();
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &p1);
+          wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          cpu = static_cast<double>(p1.tv_sec - p0.tv_sec) + (p1.tv_nsec - p0.tv_nsec) * 1e-9;
+        }
+        ASSERT_TRUE(c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum).ok());
+        EXPECT_EQ(v, static_cast<float>(n));
+      },
+      o);
+  EXPECT_GT(wall, 1.0);
+  EXPECT_LT(cpu, 0.2 * wall) << "process cpu " << cpu << " s while " << n - 1
+                             << " ranks were blocked for " << wall << " s";
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, Hierarchy, ::testing::ValuesIn(layouts()),

@@ -30,7 +30,7 @@ void TcpTransport::enqueue(Peer& p, Connection& c, const FrameHeader& h, const v
 }
 
 Status TcpTransport::flush(Peer& p, Connection& c) {
-  if (c.closed) return Status();
+  if (c.closed || c.send_broken) return Status();
   while (!c.outq.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
@@ -65,10 +65,28 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
         return Status();
       }
       if (errno == EINTR) continue;
+      Status lost(ErrorCode::peer_lost,
+                  fmt::format("rank {}: connection to rank {} lost while sending ({})", rank_,
+                              p.rank, std::strerror(errno)));
+      if (errno == EPIPE || errno == ECONNRESET) {
+        // The peer closed. What it sent before, typically the error that made it stop (a
+        // mismatch it saw), may still wait in the receive buffer and must win over "lost": the
+        // reactor reads it first (this thread holds the peer mutex, which reading takes), then
+        // fails the transport with this error if the reads did not already.
+        c.send_broken = true;
+        Peer* peer = &p;
+        Connection* conn = &c;
+        p.reactor->post([this, peer, conn, lost] {
+          if (!conn->closed && !conn->eof) (void)drain_reads(*peer, *conn);
+          if (!peer->reported.load(std::memory_order_relaxed)) {
+            peer->lost.store(true, std::memory_order_relaxed);
+          }
+          fail_async(lost);
+        });
+        return Status();
+      }
       if (!p.reported.load(std::memory_order_relaxed)) p.lost.store(true, std::memory_order_relaxed);
-      return Status(ErrorCode::peer_lost,
-                    fmt::format("rank {}: connection to rank {} lost while sending ({})", rank_,
-                                p.rank, std::strerror(errno)));
+      return lost;
     }
     p.tx_count.store(p.tx_count.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     size_t left = static_cast<size_t>(w);

@@ -62,6 +62,7 @@ struct Connection {
   // Send side (guarded by the peer mutex).
   std::deque<OutFrame> outq;
   bool want_out = false;  // EPOLLOUT is registered (only while frames wait for buffer space)
+  bool send_broken = false;  // a write failed because the peer closed: its reads decide the error
   // EPOLLIN is registered: false while an operation's thread reads the sockets itself, so that
   // arrivals do not also wake the reactor thread (on an oversubscribed host every such wake-up
   // takes a core from a rank with work to do).
