@@ -319,18 +319,18 @@ void CommunicatorImpl::prepare_collective(Op& op, std::chrono::steady_clock::tim
                                           bool run_now) {
   op.fp = make_fingerprint(op.args, ++next_seq_);
   op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
+  const size_t bytes = payload_bytes(op.args, size());
   if (op.hierarchical && options_.algorithm(op.kind) != Algorithm::hierarchical) {
     // Left to auto: flat or hierarchical by measured cost. Later calls are settled again when
     // they run (the agreement may come between).
-    const size_t bytes = payload_bytes(op.args, size());
     op.choice = choice_.admit(op.kind, bytes);
     if (op.choice == HierarchyChoice::kTrials - 1) op.agree_seq = ++next_seq_;
     op.hierarchical = choice_.hierarchical(op.kind, bytes, op.choice);
   }
   op.algorithm = op.hierarchical
                      ? Algorithm::hierarchical
-                     : selected_algorithm(op.args.kind, payload_bytes(op.args, size()), size(),
-                                          options_, transport_->shared_capacity());
+                     : selected_algorithm(op.args.kind, bytes, size(), options_,
+                                          transport_->shared_capacity());
   // Run at once: recorded as running from the start (one recorder update less).
   if (run_now) op.started = queued;
   op.record = recorder_->add_collective(op.kind, op.fp.dtype, op.fp.op, op.fp.root, op.fp.count,
@@ -492,13 +492,14 @@ Status CommunicatorImpl::execute(Op& op) {
                            : std::chrono::steady_clock::now();
   if (op.work) op.work->mark_started(started);
   if (op.started == std::chrono::steady_clock::time_point{}) recorder_->mark_running(op.record, started);
+  const size_t bytes = payload_bytes(op.args, size());
   if (op.choice >= HierarchyChoice::kTrials) {
-    const bool h = choice_.hierarchical(op.kind, payload_bytes(op.args, size()), op.choice);
+    const bool h = choice_.hierarchical(op.kind, bytes, op.choice);
     if (h != op.hierarchical) {
       op.hierarchical = h;
       op.algorithm = h ? Algorithm::hierarchical
-                       : selected_algorithm(op.kind, payload_bytes(op.args, size()), size(),
-                                            options_, transport_->shared_capacity());
+                       : selected_algorithm(op.kind, bytes, size(), options_,
+                                            transport_->shared_capacity());
       recorder_->set_algorithm(op.record, op.algorithm);
     }
   }
@@ -517,7 +518,6 @@ Status CommunicatorImpl::execute(Op& op) {
   }
   if (st.ok()) st = transport_->error();
   if (trial && st.ok()) {
-    const size_t bytes = payload_bytes(op.args, size());
     choice_.record(op.kind, bytes, op.choice,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count());
     if (op.agree_seq != 0) st = agree_on_costs(op);

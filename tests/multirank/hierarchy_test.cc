@@ -265,6 +265,14 @@ TEST_P(Hierarchy, AutoUsesSharedMemoryInsideHostsWhenTheRanksFitTheCpus) {
       layout_options());
 }
 
+// transport=shm across hosts (the mixed transport) with allreduce forced to the flat ring.
+Options mixed_ring_options() {
+  Options o = layout_options();
+  o.transport = TransportKind::shm;
+  o.set_algorithm(OpKind::allreduce, Algorithm::ring);
+  return o;
+}
+
 // transport=shm over several hosts: collectives run flat (kinds the hierarchy does not take, or
 // forced algorithms) reach the peers on the same host through shared memory and the others
 // through TCP; point-to-point goes over TCP, receives from any rank included. Sizes cover eager
@@ -272,9 +280,6 @@ TEST_P(Hierarchy, AutoUsesSharedMemoryInsideHostsWhenTheRanksFitTheCpus) {
 TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
-  Options flat = layout_options();
-  flat.transport = TransportKind::shm;
-  flat.set_algorithm(OpKind::allreduce, Algorithm::ring);
   run_layout(
       layout,
       [&](Communicator& c) {
@@ -327,7 +332,7 @@ TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
           if (e["op"] == "allreduce") EXPECT_EQ(e["algorithm"], "ring");
         }
       },
-      flat);
+      mixed_ring_options());
 }
 
 // Ranks blocked in a flat collective over the mixed transport (one rank is late) sleep: the
@@ -335,9 +340,6 @@ TEST_P(Hierarchy, FlatOperationsReachEachPeerOverItsOwnTransport) {
 TEST_P(Hierarchy, BlockedRanksOverTheMixedTransportSleep) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
-  Options o = layout_options();
-  o.transport = TransportKind::shm;
-  o.set_algorithm(OpKind::allreduce, Algorithm::ring);
   double cpu = 0, wall = 0;
   run_layout(
       layout,
@@ -357,7 +359,7 @@ TEST_P(Hierarchy, BlockedRanksOverTheMixedTransportSleep) {
         ASSERT_TRUE(c.allreduce(&v, &v, 1, DataType::fp32, ReduceOp::sum).ok());
         EXPECT_EQ(v, static_cast<float>(n));
       },
-      o);
+      mixed_ring_options());
   EXPECT_GT(wall, 1.0);
   EXPECT_LT(cpu, 0.2 * wall) << "process cpu " << cpu << " s while " << n - 1
                              << " ranks were blocked for " << wall << " s";

@@ -32,7 +32,8 @@ class MixedTransport final : public Transport {
 
   // The TCP part reads its sockets on this thread (as alone); the shm part's progress thread
   // completes the shm requests and wakes this thread through the completion. Waiting for a peer
-  // on this host, a few microseconds of polling its ring come first. Every 20 ms a failure of
+  // on this host, a few microseconds of polling its ring come first (skipped when the host's
+  // ranks outnumber its CPUs: see ShmTransport::wait). Every 20 ms a failure of
   // one part is carried over to the other (its requests would otherwise wait for the timeout).
   bool wait(Completion& completion, uint32_t seen, const Request* hint,
             Completion::Clock::time_point deadline) override {

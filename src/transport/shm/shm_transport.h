@@ -45,8 +45,9 @@ struct ShmTransportConfig {
   // True: collectives are progressed by the thread that waits for them (wait() polls the rings,
   // then sleeps on this rank's doorbell), the fastest way when this transport carries everything.
   // False: the progress thread serves operations too (its completions wake the waiter through
-  // the Completion, wherever it sleeps) and wait() only polls for a few microseconds, then
-  // returns false, so a waiter can sleep in another transport's wait meanwhile.
+  // the Completion, wherever it sleeps) and wait() polls the rings for at most a few
+  // microseconds (not at all when the host's ranks outnumber its CPUs), then returns false, so a
+  // waiter can sleep in another transport's wait meanwhile.
   bool caller_progress = true;
 };
 
