@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/bench/bench_case.h"
@@ -216,6 +217,17 @@ Status BenchRunner::run(std::vector<BenchRow>& rows) {
     }
     print(bench::table_footer(section));
     rows.insert(rows.end(), section.begin(), section.end());
+  }
+  // Shared memory with single-copy reads on: how many of rank 0's receives used them.
+  const auto after = nlohmann::json::parse(comm_.flight_record_json(), nullptr, false);
+  if (comm_.options().shm_cma_threshold != 0 && after.is_object() &&
+      after.contains("transport_counters")) {
+    const auto& c = after["transport_counters"];
+    print(fmt::format("# shm single copy (rank 0): {} messages, {} bytes read from the senders' "
+                      "memory; {} peers refused it\n",
+                      c.value("shm_single_copy_messages", uint64_t{0}),
+                      c.value("shm_single_copy_bytes", uint64_t{0}),
+                      c.value("shm_single_copy_refused_peers", uint64_t{0})));
   }
   return Status::success();
 }

@@ -66,6 +66,10 @@ struct WEFT_API Options {
   size_t eager_credit_bytes = 4 << 20;    // most unexpected eager bytes one peer may hold here
   int reactor_threads = 1;                // epoll threads per communicator
   size_t shm_ring_bytes = 1 << 20;        // shared-memory ring per ordered pair of ranks
+  // Shared-memory messages at least this large are read by the receiver straight from the
+  // sender's buffer (process_vm_readv: one copy instead of two through the ring), falling back to
+  // the ring where the kernel refuses it; 0: never.
+  size_t shm_cma_threshold = 0;
 
   // Networking.
   std::string interface;  // NIC name ("eth0") or IPv4 CIDR ("10.1.0.0/16"); empty = automatic

@@ -178,10 +178,10 @@ std::string Options::describe() const {
   return fmt::format(
       "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
       "eager_threshold={} eager_credit_bytes={} reactor_threads={} shm_ring_bytes={} "
-      "interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
+      "shm_cma_threshold={} interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
       rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
       format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads,
-      format_size(shm_ring_bytes), interface,
+      format_size(shm_ring_bytes), format_size(shm_cma_threshold), interface,
       host_id, format_duration(timeout), format_duration(connect_timeout),
       format_duration(peer_timeout), log_level,
       flight_recorder, diag_dir);

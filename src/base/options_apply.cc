@@ -139,6 +139,10 @@ const Setting kSettings[] = {
      [](Options& o, std::string_view v) {
        return assign(parse_size(v), [&](size_t n) { o.shm_ring_bytes = n; });
      }},
+    {"WEFT_SHM_CMA_THRESHOLD", "shm_cma_threshold",
+     [](Options& o, std::string_view v) {
+       return assign(parse_size(v), [&](size_t n) { o.shm_cma_threshold = n; });
+     }},
     {"WEFT_EAGER_CREDIT_BYTES", "eager_credit_bytes",
      [](Options& o, std::string_view v) {
        return assign(parse_size(v), [&](size_t n) { o.eager_credit_bytes = n; });

@@ -601,7 +601,7 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
   const auto path = std::filesystem::path(options_.diag_dir) /
                     fmt::format("weft-flight-rank{}-pid{}.json", rank(), ::getpid());
   std::ofstream out(path);
-  out << recorder_->to_json(rank(), size(), transport_name_) << "\n";
+  out << flight_record_json() << "\n";
   if (out) {
     log::warn("rank {}: flight record written to {} ({})", rank(), path.string(),
               to_string(why.code()));
@@ -611,7 +611,14 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
 }
 
 std::string CommunicatorImpl::flight_record_json() const {
-  return recorder_->to_json(rank(), size(), transport_name_);
+  std::vector<std::pair<std::string, uint64_t>> counters;
+  if (transport_ && (transport_name_ == "shm" || transport_name_.starts_with("mixed"))) {
+    const TransportCounters c = transport_->counters();
+    counters = {{"shm_single_copy_messages", c.single_copy_messages},
+                {"shm_single_copy_bytes", c.single_copy_bytes},
+                {"shm_single_copy_refused_peers", c.single_copy_refused}};
+  }
+  return recorder_->to_json(rank(), size(), transport_name_, counters);
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int key) {

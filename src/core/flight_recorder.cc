@@ -277,7 +277,9 @@ double seconds_since(FlightEntry::Clock::time_point t, FlightEntry::Clock::time_
 
 }  // namespace
 
-std::string FlightRecorder::to_json(int rank, int size, const std::string& transport) const {
+std::string FlightRecorder::to_json(
+    int rank, int size, const std::string& transport,
+    const std::vector<std::pair<std::string, uint64_t>>& counters) const {
   const auto now = FlightEntry::Clock::now();
   nlohmann::json entries = nlohmann::json::array();
   for (const FlightEntry& e : snapshot()) {
@@ -304,6 +306,11 @@ std::string FlightRecorder::to_json(int rank, int size, const std::string& trans
   }
   nlohmann::json doc = {{"rank", rank}, {"size", size}, {"entries", std::move(entries)}};
   if (!transport.empty()) doc["transport"] = transport;
+  if (!counters.empty()) {
+    nlohmann::json c = nlohmann::json::object();
+    for (const auto& [name, value] : counters) c[name] = value;
+    doc["transport_counters"] = std::move(c);
+  }
   return doc.dump();
 }
 

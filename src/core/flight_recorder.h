@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "weft/options.h"
@@ -77,8 +78,10 @@ class FlightRecorder {
   // The entries still held, oldest first, point-to-point states resolved.
   std::vector<FlightEntry> snapshot() const;
   // {"rank":..,"size":..,"transport":..,"entries":[{...}]} with times in seconds relative to
-  // now (negative: in the past); "transport" (how this rank reaches its peers) only when given.
-  std::string to_json(int rank, int size, const std::string& transport = {}) const;
+  // now (negative: in the past); "transport" (how this rank reaches its peers) only when given,
+  // and "transport_counters" ({name: value}) only when `counters` is not empty.
+  std::string to_json(int rank, int size, const std::string& transport = {},
+                      const std::vector<std::pair<std::string, uint64_t>>& counters = {}) const;
   // One line per operation that has not finished, oldest first ("allreduce #812 (f32 x 1024,
   // sum) running for 31.2 s"), or "no operation in flight".
   std::string pending_summary() const;

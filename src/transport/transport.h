@@ -110,6 +110,13 @@ struct Request {
   std::atomic<bool> done_{false};
 };
 
+// What a transport counts for diagnostics (the flight record's "transport_counters").
+struct TransportCounters {
+  uint64_t single_copy_messages = 0;  // received by reading the sender's memory (shm)
+  uint64_t single_copy_bytes = 0;
+  uint64_t single_copy_refused = 0;   // peers whose memory the kernel refused to let us read
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -184,6 +191,8 @@ class Transport {
   // The peers this transport saw die, drop their connection or go silent, in rank order. A peer
   // that reported an error of its own (it is alive) is not among them.
   virtual std::vector<int> lost_peers() const { return {}; }
+  // Counters since start, readable from any thread.
+  virtual TransportCounters counters() const { return {}; }
   // Clean shutdown once every operation has ended: tells the peers this rank is leaving (so its
   // exit is not taken for a failure) and waits at most `timeout` for what they need from it.
   // Requests still pending end with ErrorCode::aborted.

@@ -48,6 +48,16 @@ class FakeRank0 {
     shm::ring(peer_->header());
   }
 
+  // The first record rank 1 wrote to this rank (type 0 while there is none).
+  shm::Record first_from_rank1() {
+    shm::Record r;
+    r.type = 0;
+    if (own_->ctl(1).tail.load(std::memory_order_acquire) >= shm::kRecordBytes) {
+      std::memcpy(&r, own_->ring(1), sizeof(r));
+    }
+    return r;
+  }
+
   void write(const std::vector<uint8_t>& bytes, uint64_t tail_override = 0) {
     shm::RingCtl& ctl = peer_->ctl(0);
     std::memcpy(peer_->ring(0), bytes.data(), std::min(bytes.size(), kRing));
@@ -84,6 +94,7 @@ struct AgainstFake {
   BufferPool pool;
   std::unique_ptr<FakeRank0> fake;
   std::unique_ptr<Transport> transport;
+  size_t cma_threshold = 0;  // rank 1's Options::shm_cma_threshold
 
   Status start() {
     static std::atomic<uint64_t> next{1};
@@ -95,6 +106,7 @@ struct AgainstFake {
     cfg.size = 2;
     cfg.token = token;
     cfg.options.shm_ring_bytes = kRing;
+    cfg.options.shm_cma_threshold = cma_threshold;
     cfg.options.connect_timeout = 10s;
     auto tr = make_shm_transport(cfg, *store, pool);
     t.join();
@@ -111,10 +123,15 @@ struct AgainstFake {
 // Runs rank 1 (a real transport) against the fake rank 0; returns the receive's status.
 // `patience`: how long the receive may take; with must_finish false a receive still pending then
 // reads as ErrorCode::timeout (a harmless random record).
+// `after(fake, received)` runs once the receive has ended. `cma_threshold`: rank 1's
+// shm_cma_threshold (single-copy reads allowed when not 0).
 Status receive_against(const std::function<void(FakeRank0&)>& hostile,
-                       std::chrono::milliseconds patience = 10s, bool must_finish = true) {
+                       std::chrono::milliseconds patience = 10s, bool must_finish = true,
+                       size_t cma_threshold = 0,
+                       const std::function<void(FakeRank0&, const uint8_t*)>& after = {}) {
   constexpr size_t recv_bytes = 16;
   AgainstFake a;
+  a.cma_threshold = cma_threshold;
   WEFT_RETURN_IF_ERROR(a.start());
   Transport* tr = a.transport.get();
   std::vector<uint8_t> buf(recv_bytes + 64, 0x11);
@@ -138,6 +155,12 @@ Status receive_against(const std::function<void(FakeRank0&)>& hostile,
   // Nothing past the posted buffer was written.
   for (size_t i = recv_bytes; i < buf.size(); ++i) EXPECT_EQ(buf[i], 0x11) << i;
   Status st = r.done() ? r.status : Status(ErrorCode::timeout, "hung");
+  if (after) {
+    // What rank 1 answers goes out on its next pass (a wait that moves nothing flushes it).
+    Completion idle;
+    tr->wait(idle, idle.generation(), nullptr, Completion::Clock::now() + 50ms);
+    after(*a.fake, buf.data());
+  }
   // The transport may still hold the receive (a harmless record): it goes before `r` and `buf`.
   a.transport.reset();
   return st;
@@ -146,6 +169,63 @@ Status receive_against(const std::function<void(FakeRank0&)>& hostile,
 TEST(ShmHostilePeerTest, ValidEagerMessageIsDelivered) {
   Status st = receive_against([](FakeRank0& f) { f.write(record(eager(16), 16)); });
   EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+// A request-to-send for the 16-byte receive, offering to be read at `address`.
+shm::Record offer(uint64_t address) {
+  shm::Record rts = eager(0);
+  rts.type = static_cast<uint32_t>(shm::RecordType::rts);
+  rts.bytes = 16;
+  rts.count = 16;
+  rts.msg_id = 9;
+  rts.offset = address;
+  return rts;
+}
+
+// A valid offer: rank 1 reads the message from "rank 0's" memory (this process) and acknowledges
+// it with a `read` record; with single copy off it asks for the data (CTS) instead.
+TEST(ShmHostilePeerTest, OfferedMessageIsReadInPlaceAndAcknowledged) {
+  static const std::vector<uint8_t> message(16, 0x5a);
+  const auto address = reinterpret_cast<uintptr_t>(message.data());
+  Status st = receive_against([&](FakeRank0& f) { f.write(record(offer(address))); }, 10s, true,
+                              16, [](FakeRank0& f, const uint8_t* got) {
+                                for (int i = 0; i < 16; ++i) EXPECT_EQ(got[i], 0x5a) << i;
+                                const shm::Record ack = f.first_from_rank1();
+                                EXPECT_EQ(ack.type, static_cast<uint32_t>(shm::RecordType::read));
+                                EXPECT_EQ(ack.msg_id, 9u);
+                              });
+  EXPECT_TRUE(st.ok()) << st.to_string();
+  st = receive_against([&](FakeRank0& f) { f.write(record(offer(address))); }, 300ms, false, 0,
+                       [](FakeRank0& f, const uint8_t*) {
+                         const shm::Record cts = f.first_from_rank1();
+                         EXPECT_EQ(cts.type, static_cast<uint32_t>(shm::RecordType::cts));
+                         EXPECT_EQ(cts.msg_id, 9u);
+                       });
+  EXPECT_EQ(st.code(), ErrorCode::timeout) << st.to_string();  // the data never comes
+}
+
+// Offers that cannot be honoured fail the transport with a protocol error naming rank 0; the
+// receiving rank does not crash and writes nothing outside the posted buffer.
+TEST(ShmHostilePeerTest, HostileOffersFailWithAProtocolError) {
+  const std::vector<std::pair<uint64_t, const char*>> cases = {
+      {0x1000, "cannot be read"},                     // never mapped
+      {~uint64_t{0} - 4, "offered at address"},       // wraps around
+      {uint64_t{1} << 62, "cannot be read"},          // beyond the address space
+  };
+  for (const auto& [address, expect] : cases) {
+    Status st = receive_against([&](FakeRank0& f) { f.write(record(offer(address))); }, 10s, true, 16);
+    EXPECT_EQ(st.code(), ErrorCode::protocol) << address << ": " << st.to_string();
+    EXPECT_NE(st.message().find("rank 0"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(expect), std::string::npos) << st.message();
+  }
+  shm::Record ack;
+  ack.type = static_cast<uint32_t>(shm::RecordType::read);
+  ack.msg_id = 4;
+  Status st = receive_against([&](FakeRank0& f) { f.write(record(ack)); });
+  EXPECT_EQ(st.code(), ErrorCode::protocol) << st.to_string();
+  EXPECT_NE(st.message().find("read acknowledged for message 4, which was not offered"),
+            std::string::npos)
+      << st.message();
 }
 
 struct Case {
@@ -358,10 +438,13 @@ TEST(ShmHostilePeerTest, RandomRecordHeadersNeverCrashOrHang) {
     // Mostly plausible types and lengths, so the checks behind the first ones are reached too.
     shm::Record r;
     std::memcpy(&r, bytes.data(), sizeof(r));
-    r.type = 1 + static_cast<uint32_t>(rng() % 7);
+    r.type = 1 + static_cast<uint32_t>(rng() % shm::kMaxRecordType);
     r.len = static_cast<uint32_t>(rng() % 3 == 0 ? rng() : rng() % 256);
     std::memcpy(bytes.data(), &r, sizeof(r));
-    Status st = receive_against([&](FakeRank0& f) { f.write(bytes); }, 300ms, false);
+    // Every other run with single-copy reads allowed (random offers are then read, or refused
+    // as unreadable, from this process's memory: only into the 16-byte receive).
+    Status st = receive_against([&](FakeRank0& f) { f.write(bytes); }, 300ms, false,
+                                i % 2 == 0 ? 0 : 16);
     // A random record may by chance be harmless (a pad, a credit): then the receive is still
     // pending and the wait ends at its deadline; otherwise it must be a clean error.
     EXPECT_TRUE(st.ok() || st.code() == ErrorCode::protocol || st.code() == ErrorCode::timeout ||

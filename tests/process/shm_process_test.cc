@@ -77,6 +77,66 @@ TEST(ShmProcessTest, LeftoversOfAKilledSetUpAreRemovedByTheNextJob) {
   ::shm_unlink(name.c_str());
 }
 
+// What `weft bench` reports about single-copy reads: {messages, bytes, peers refused}; all -1
+// when the line is missing.
+struct SingleCopy {
+  long long messages = -1, bytes = -1, refused = -1;
+};
+SingleCopy single_copy_line(const std::string& out) {
+  SingleCopy s;
+  const auto at = out.find("# shm single copy (rank 0): ");
+  if (at != std::string::npos) {
+    std::sscanf(out.c_str() + at,
+                "# shm single copy (rank 0): %lld messages, %lld bytes read from the senders' "
+                "memory; %lld peers",
+                &s.messages, &s.bytes, &s.refused);
+  }
+  return s;
+}
+
+// Every collective with every message above 64 KiB single-copy (process_vm_readv from the
+// sender's buffer), results checked; `wrapper` runs in front of each rank.
+ToolResult bench_single_copy(const std::vector<std::string>& wrapper) {
+  ::setenv("WEFT_TRANSPORT", "shm", 1);
+  ::setenv("WEFT_SHM_CMA_THRESHOLD", "64K", 1);
+  ::setenv("WEFT_LOG_LEVEL", "info", 1);
+  std::vector<std::string> args = {"run", "-n", "3", "--timeout", "120", "--"};
+  args.insert(args.end(), wrapper.begin(), wrapper.end());
+  for (const char* a : {WEFT_TOOL_PATH, "bench", "all", "-b", "8", "-e", "2M", "-f", "16", "-n",
+                        "2", "-w", "1", "--check"}) {
+    args.emplace_back(a);
+  }
+  auto r = run_tool(args);
+  ::unsetenv("WEFT_TRANSPORT");
+  ::unsetenv("WEFT_SHM_CMA_THRESHOLD");
+  ::unsetenv("WEFT_LOG_LEVEL");
+  return r;
+}
+
+TEST(ShmProcessTest, LargeMessagesAreReadStraightFromTheSendersMemory) {
+  auto r = bench_single_copy({});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(contains(r.out, "Wrong elements       : 1")) << r.out;
+  const SingleCopy s = single_copy_line(r.out);
+  EXPECT_GT(s.messages, 10) << r.out;
+  EXPECT_GT(s.bytes, s.messages * (64 << 10) - 1) << r.out;
+  EXPECT_EQ(s.refused, 0) << r.out;
+}
+
+// The kernel refusing Cross-Memory Attach (a seccomp filter like a container runtime's default
+// profile): each rank says so once per peer, the messages go through the ring instead, and every
+// result is still right.
+TEST(ShmProcessTest, RefusedSingleCopyFallsBackToTheRing) {
+  auto r = bench_single_copy({WEFT_DENY_CMA_PATH});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_FALSE(contains(r.out, "Wrong elements       : 1")) << r.out;
+  const SingleCopy s = single_copy_line(r.out);
+  EXPECT_EQ(s.messages, 0) << r.out;
+  EXPECT_EQ(s.refused, 2) << r.out;  // rank 0's two peers
+  const std::string all = r.out + r.err;
+  EXPECT_TRUE(contains(all, "reading rank 1's memory is refused (Operation not permitted)")) << all;
+}
+
 TEST(ShmProcessTest, TooSmallDevShmIsAClearError) {
   // A private /dev/shm of 256 KiB needs a mount namespace (root, unshare).
   if (std::system("unshare -m true >/dev/null 2>&1") != 0) {

@@ -91,6 +91,10 @@ TEST(OptionsApply, AcceptsEnvNamesAndJsonKeys) {
   EXPECT_EQ(o.transport, TransportKind::shm);
   ASSERT_TRUE(o.apply("shm_ring_bytes", "256K").ok());
   EXPECT_EQ(o.shm_ring_bytes, size_t{256} << 10);
+  ASSERT_TRUE(o.apply("WEFT_SHM_CMA_THRESHOLD", "0").ok());
+  EXPECT_EQ(o.shm_cma_threshold, size_t{0});
+  ASSERT_TRUE(o.apply("shm_cma_threshold", "1M").ok());
+  EXPECT_EQ(o.shm_cma_threshold, size_t{1} << 20);
   ASSERT_TRUE(o.apply("WEFT_TRANSPORT", "TCP").ok());
   ASSERT_TRUE(o.apply("WEFT_IFACE", " eth0 ").ok());
   EXPECT_EQ(o.interface, "eth0");

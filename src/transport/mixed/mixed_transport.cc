@@ -63,6 +63,7 @@ class MixedTransport final : public Transport {
     if (!st.ok()) return st;
     return tcp_->heartbeat(now, peer_timeout);
   }
+  TransportCounters counters() const override { return shm_->counters(); }
   std::vector<int> lost_peers() const override {
     std::vector<int> out = shm_->lost_peers();
     for (int p : tcp_->lost_peers()) out.push_back(p);

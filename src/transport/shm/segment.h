@@ -22,7 +22,7 @@
 namespace weft::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x314d485354464557ull;  // "WEFTSHM1" little-endian
-inline constexpr uint32_t kSegmentVersion = 3;
+inline constexpr uint32_t kSegmentVersion = 4;
 inline constexpr size_t kPage = 4096;
 inline constexpr size_t kRecordBytes = 64;
 inline constexpr size_t kMaxErrorText = 1024;
@@ -30,20 +30,22 @@ inline constexpr size_t kMaxErrorText = 1024;
 enum class RecordType : uint32_t {
   pad = 1,     // skip to the end of the ring
   eager = 2,   // a whole message of `len` bytes follows
-  rts = 3,     // a message of `bytes` bytes (msg_id) waits for a CTS
+  rts = 3,     // a message of `bytes` bytes (msg_id) waits for a CTS, or, when `offset` is not 0,
+               // may be read at that address of the sender (process_vm_readv), then acknowledged
   cts = 4,     // the receive of msg_id is posted: send its data
   data = 5,    // `len` bytes of message msg_id at `offset`
   credit = 6,  // the receiver consumed `bytes` eager bytes
+  read = 7,    // the receiver read message msg_id from the sender's memory: it is delivered
 };
-inline constexpr uint32_t kMaxRecordType = 6;
+inline constexpr uint32_t kMaxRecordType = 7;
 
 struct Record {
   uint32_t type = 0;
   uint32_t len = 0;     // payload bytes after this header
   uint64_t tag = 0;
   uint64_t bytes = 0;   // message size (eager, rts) or credit returned
-  uint64_t msg_id = 0;  // rts, cts, data
-  uint64_t offset = 0;  // data
+  uint64_t msg_id = 0;  // rts, cts, data, read
+  uint64_t offset = 0;  // data: position in the message; rts: the sender's buffer address or 0
   uint8_t kind = 0, dtype = 0, op = 0, reserved = 0;
   int32_t root = -1;
   uint64_t count = 0;

@@ -15,6 +15,7 @@
 #include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,7 @@ int usable_cpus() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 constexpr size_t kMaxChunk = 256 << 10;  // largest DATA record
+constexpr size_t kCmaPiece = 1 << 20;    // largest process_vm_readv of a message read in place
 constexpr size_t kMinChunk = 4096;       // smaller pieces wait for room instead
 
 bool is_p2p(uint64_t tag) { return (tag & kP2pTagBit) != 0; }
@@ -133,6 +135,7 @@ struct Unexpected {
   size_t bytes = 0;
   uint64_t msg_id = 0;      // rts
   uint8_t* data = nullptr;  // eager payload, from the pool
+  uint64_t address = 0;     // rts: where the sender offers it to be read (0: not offered)
 };
 
 // A record waiting for room in a peer's ring.
@@ -172,6 +175,7 @@ struct Peer {
   uint64_t hb_seen = 0;                // heartbeat()'s own state (its thread only)
   Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
+  bool cma = true;                     // its offers may be read (false once the kernel refused)
   DirectSlot* direct[2] = {};          // its two DirectSlots (this rank's own for itself)
 };
 
@@ -185,6 +189,7 @@ class ShmTransport final : public Transport {
         ring_bytes_(config.options.shm_ring_bytes),
         eager_limit_(std::min(config.options.eager_threshold, ring_bytes_ / 4 - kRecordBytes)),
         max_chunk_(std::min(kMaxChunk, ring_bytes_ / 4)),
+        cma_threshold_(config.options.shm_cma_threshold),
         oversubscribed_(std::max(config.size, config.machine_ranks) > usable_cpus()),
         caller_progress_(config.caller_progress) {
     names_ = config.members;
@@ -225,6 +230,13 @@ class ShmTransport final : public Transport {
   void close(std::chrono::milliseconds timeout) override;
   Status heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) override;
   std::vector<int> lost_peers() const override;
+  TransportCounters counters() const override {
+    TransportCounters c;
+    c.single_copy_messages = single_copy_messages_.load(std::memory_order_relaxed);
+    c.single_copy_bytes = single_copy_bytes_.load(std::memory_order_relaxed);
+    c.single_copy_refused = single_copy_refused_.load(std::memory_order_relaxed);
+    return c;
+  }
   size_t shared_capacity() const override { return kDirectBytes; }
   Result<uint8_t*> shared_begin(const Fingerprint& fp, Clock::time_point deadline) override;
   void shared_publish(size_t bytes) override;
@@ -249,11 +261,21 @@ class ShmTransport final : public Transport {
   Status flush(Peer& p, int& moved);                 // p.mu held
   Status check_peer(Peer& p);                        // p.mu held
   Status check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp);
+  // p.mu held: receives the large message msg_id into the matched receive r, reading it from
+  // the sender's memory when it offered that (acknowledged with a `read` record), else asking
+  // for it through the ring (CTS). An error fails the transport.
+  Status receive_large(Peer& p, Request* r, uint64_t msg_id, uint64_t address, int& moved);
+  // Copies r->bytes from `address` in p's process into r->buf. Sets `refused` (and returns ok)
+  // when the kernel does not allow it: the caller falls back to the ring.
+  Status cma_read(Peer& p, Request& r, uint64_t address, bool& refused);
+  // Whether a send offers its buffer to be read by the receiver (rts record's offset).
+  bool offers_read(const Request& r) const { return cma_threshold_ != 0 && r.bytes >= cma_threshold_; }
   Status match_check(const Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
   // p.mu held: the oldest receive posted for (p, tag), from p or from any peer; nullptr if none.
   Request* take_posted(Peer& p, uint64_t tag);
-  // p.mu held: matches r with the parked message at `index` (removing it).
-  void match_unexpected(Peer& p, Request* r, size_t index);
+  // p.mu held: matches r with the parked message at `index` (removing it). An error fails the
+  // transport (the caller calls fail() once p.mu is released).
+  Status match_unexpected(Peer& p, Request* r, size_t index);
   // p.mu held: parks an arrival (counted in parked_collective_ when it belongs to a collective).
   void park(Peer& p, const Unexpected& u);
   void post_recv_any(Request* r);
@@ -280,6 +302,7 @@ class ShmTransport final : public Transport {
   const size_t ring_bytes_;
   const size_t eager_limit_;
   const size_t max_chunk_;
+  const size_t cma_threshold_;  // sends at least this large offer to be read in place (0: none)
   const bool oversubscribed_;  // more ranks on this host than usable CPUs: spin briefly, yield
   // False: the progress thread also serves operations and wait() just sleeps on the completion
   // (ShmTransportConfig::caller_progress).
@@ -290,6 +313,8 @@ class ShmTransport final : public Transport {
   std::unique_ptr<Segment> own_;
   std::vector<std::unique_ptr<Peer>> peers_;  // fixed once started_
   bool started_ = false;
+
+  std::atomic<uint64_t> single_copy_messages_{0}, single_copy_bytes_{0}, single_copy_refused_{0};
 
   mutable std::mutex err_mu_;
   Status error_;
@@ -509,9 +534,9 @@ void ShmTransport::post_recv(Request* r) {
     if (it == p.unexpected.end()) {
       p.posted.push_back(r);
     } else {
-      match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+      st = match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
       int moved = 0;
-      st = flush(p, moved);  // a CTS or credits
+      if (st.ok()) st = flush(p, moved);  // a CTS, an acknowledged read or credits
     }
   }
   if (!st.ok()) fail(st);
@@ -533,9 +558,9 @@ void ShmTransport::post_recv_any(Request* r) {
                            [&](const Unexpected& u) { return u.tag == r->tag; });
     if (it == p.unexpected.end()) continue;
     r->peer = p.name;
-    match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+    Status st = match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
     int moved = 0;
-    Status st = flush(p, moved);
+    if (st.ok()) st = flush(p, moved);
     locks.clear();
     if (!st.ok()) fail(st);
     return;
@@ -567,7 +592,7 @@ void ShmTransport::park(Peer& p, const Unexpected& u) {
   if (!is_p2p(u.tag)) parked_collective_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-void ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
+Status ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
   Unexpected u = p.unexpected[index];
   p.unexpected.erase(p.unexpected.begin() + static_cast<std::ptrdiff_t>(index));
   if (!is_p2p(u.tag)) parked_collective_.fetch_sub(1, std::memory_order_acq_rel);
@@ -577,18 +602,98 @@ void ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
     pool_.release(u.data, u.bytes);
     if (p.rank != rank_) return_credits(p, u.bytes);
     complete(r, st);
-    return;
+    return Status();
   }
   if (!st.ok()) {
     // The sender's large message will never be received; the receive fails, and so will the
     // sender, when the transport fails on the mismatch it reports.
     complete(r, st);
-    return;
+    return Status();
   }
-  r->msg_id = u.msg_id;
+  int moved = 0;
+  return receive_large(p, r, u.msg_id, u.address, moved);
+}
+
+Status ShmTransport::receive_large(Peer& p, Request* r, uint64_t msg_id, uint64_t address,
+                                   int& moved) {
+  r->msg_id = msg_id;
+  if (address != 0 && p.cma && cma_threshold_ != 0) {
+    bool refused = false;
+    if (Status st = cma_read(p, *r, address, refused); !st.ok()) {
+      complete(r, st);  // held by no list now: fail() would not see it
+      return st;
+    }
+    if (!refused) {
+      single_copy_messages_.fetch_add(1, std::memory_order_relaxed);
+      single_copy_bytes_.fetch_add(r->bytes, std::memory_order_relaxed);
+      p.outq.push_back(OutRec{RecordType::read, nullptr, msg_id});
+      complete(r, Status());
+      ++moved;
+      return Status();
+    }
+    p.cma = false;  // from now on, this peer's messages come through the ring
+    single_copy_refused_.fetch_add(1, std::memory_order_relaxed);
+  }
   r->progress = 0;
   p.expected.push_back(r);
-  p.outq.push_back(OutRec{RecordType::cts, nullptr, u.msg_id});
+  p.outq.push_back(OutRec{RecordType::cts, nullptr, msg_id});
+  return Status();
+}
+
+Status ShmTransport::cma_read(Peer& p, Request& r, uint64_t address, bool& refused) {
+  if (address > UINT64_MAX - r.bytes) {
+    return Status(ErrorCode::protocol,
+                  fmt::format("rank {}: invalid record from rank {}: message {} of {} bytes offered "
+                              "at address {:#x}",
+                              name_, p.name, r.msg_id, r.bytes, address));
+  }
+  // Pieces of kCmaPiece: the kernel pins the pages of one call at a time, and a few hundred KiB
+  // stay in cache between the two sides of the copy.
+  auto* dst = static_cast<uint8_t*>(r.buf);
+  size_t done = 0;
+  while (done < r.bytes) {
+    const size_t n = std::min(r.bytes - done, kCmaPiece);
+    iovec local{dst + done, n};
+    iovec remote{reinterpret_cast<void*>(static_cast<uintptr_t>(address + done)), n};
+    const ssize_t got = process_vm_readv(p.pid, &local, 1, &remote, 1, 0);
+    if (got > 0) {
+      done += static_cast<size_t>(got);
+      continue;
+    }
+    const int err = got == 0 ? EFAULT : errno;
+    if (err == EINTR) continue;
+    if (err == EPERM || err == EACCES || err == ENOSYS || err == ENOMEM) {
+      // Not allowed here (ptrace restrictions, a seccomp filter, no CMA in the kernel).
+      log::info("rank {}: reading rank {}'s memory is refused ({}); its large messages come "
+                "through the shared-memory ring",
+                name_, p.name, std::strerror(err));
+      refused = true;
+      return Status();
+    }
+    if (err == ESRCH) {
+      return Status(ErrorCode::peer_lost,
+                    fmt::format("rank {}: lost rank {} (process {} exited while its message was "
+                                "read)",
+                                name_, p.name, p.pid));
+    }
+    // The peer's memory is not there: it failed and freed the buffer, or it lied.
+    WEFT_RETURN_IF_ERROR(check_peer(p));
+    return Status(ErrorCode::protocol,
+                  fmt::format("rank {}: rank {} offered {} bytes at address {:#x} for message {}, "
+                              "but {} of them cannot be read ({})",
+                              name_, p.name, r.bytes, address, r.msg_id, r.bytes - done,
+                              std::strerror(err)));
+  }
+  // A sender that fails or leaves marks its segment before its send ends (and its buffer may be
+  // reused): while it still says running, everything read was the message.
+  if (p.hdr->state.load(std::memory_order_acquire) != kRunning) {
+    Status st = check_peer(p);
+    return st.ok() ? Status(ErrorCode::peer_lost,
+                            fmt::format("rank {}: rank {} left while its message {} was read",
+                                        name_, p.name, r.msg_id))
+                   : st;
+  }
+  return Status();
 }
 
 void ShmTransport::return_credits(Peer& p, size_t bytes) {
@@ -778,7 +883,8 @@ Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payloa
       WEFT_RETURN_IF_ERROR(check_collective(p, rec.tag, fp));
       Request* r = take_posted(p, rec.tag);
       if (r == nullptr) {
-        Unexpected u{type, rec.tag, fp, static_cast<size_t>(rec.bytes), rec.msg_id, nullptr};
+        Unexpected u{type, rec.tag, fp, static_cast<size_t>(rec.bytes), rec.msg_id, nullptr,
+                     type == RecordType::rts ? rec.offset : 0};
         if (type == RecordType::eager && rec.len > 0) {
           u.data = static_cast<uint8_t*>(pool_.acquire(rec.len));
           std::memcpy(u.data, payload, rec.len);
@@ -799,11 +905,7 @@ Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payloa
         ++moved;
         return Status();
       }
-      r->msg_id = rec.msg_id;
-      r->progress = 0;
-      p.expected.push_back(r);
-      p.outq.push_back(OutRec{RecordType::cts, nullptr, rec.msg_id});
-      return Status();
+      return receive_large(p, r, rec.msg_id, rec.offset, moved);
     }
     case RecordType::cts: {
       auto it = std::find_if(p.rts_pending.begin(), p.rts_pending.end(),
@@ -812,6 +914,18 @@ Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payloa
       Request* r = *it;
       p.rts_pending.erase(it);
       p.outq.push_back(OutRec{RecordType::data, r});
+      return Status();
+    }
+    case RecordType::read: {
+      auto it = std::find_if(p.rts_pending.begin(), p.rts_pending.end(),
+                             [&](Request* r) { return r->msg_id == rec.msg_id; });
+      if (it == p.rts_pending.end() || !offers_read(**it)) {
+        return bad(fmt::format("read acknowledged for message {}, which was not offered", rec.msg_id));
+      }
+      Request* r = *it;
+      p.rts_pending.erase(it);
+      complete(r, Status());
+      ++moved;
       return Status();
     }
     case RecordType::data: {
@@ -902,7 +1016,10 @@ Status ShmTransport::flush(Peer& p, int& moved) {
       rec.count = r.fp.count;
       rec.seq = r.fp.seq;
     }
-    if (o.type == RecordType::cts) rec.msg_id = o.value;
+    if (o.type == RecordType::cts || o.type == RecordType::read) rec.msg_id = o.value;
+    if (o.type == RecordType::rts && offers_read(*o.req)) {
+      rec.offset = reinterpret_cast<uintptr_t>(o.req->buf);
+    }
     if (o.type == RecordType::credit) rec.bytes = o.value;
     if (o.type == RecordType::data) rec.offset = o.offset;
     if (len > 0) {

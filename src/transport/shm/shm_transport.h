@@ -6,8 +6,11 @@
 // posted receive buffer, by the receiver: two copies of cache-resident chunks, which on the
 // machines weft runs on is faster than one Cross-Memory-Attach copy (process_vm_readv moves
 // ~3 GB/s there, memcpy ~20 GB/s). Small messages go eagerly within per-peer credits; large ones
-// wait for the receive (RTS, CTS, then DATA chunks), so unexpected memory stays bounded. The
-// record layout is in docs/wire-format.md ("Shared-memory records").
+// wait for the receive (RTS, CTS, then DATA chunks), so unexpected memory stays bounded. With
+// Options::shm_cma_threshold set, the RTS of a large message carries the sender's buffer address
+// and the receiver reads it in place (process_vm_readv) and acknowledges it, falling back to the
+// CTS path where the kernel refuses. The record layout is in docs/wire-format.md ("Shared-memory
+// records").
 //
 // Waiting polls the rings briefly, then sleeps on a futex in the rank's own segment that senders
 // ring, so ranks that outnumber cores still progress. A rank's exit is seen through a pidfd: a
