@@ -350,7 +350,18 @@ Status CommunicatorImpl::run_blocking(CollectiveArgs args) {
   // with the coarse clock (no Work reports its times; see coarse_now).
   op.coarse_clock = true;
   prepare_collective(op, coarse_now(), true);
-  return execute_unlocked(lock, op);
+  running_.store(true, std::memory_order_relaxed);
+  lock.unlock();
+  Status st = execute(op);
+  // Done without taking mu_ again when nobody waits on cv_ (the common case): a waiter counts
+  // itself in cv_waiters_ before it looks at running_, and this looks at cv_waiters_ after
+  // clearing running_, so either it sees running_ cleared or this sees it and wakes it.
+  running_.store(false, std::memory_order_seq_cst);
+  if (cv_waiters_.load(std::memory_order_seq_cst) != 0) {
+    std::lock_guard<std::mutex> relock(mu_);
+    cv_.notify_all();
+  }
+  return st;
 }
 
 Status CommunicatorImpl::execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op) {
@@ -404,7 +415,9 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
 void CommunicatorImpl::executor_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
     cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running_); });
+    cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
     if (queue_.empty() && stopping_) return;
     if (queue_.empty() || running_) continue;
     Op op = std::move(queue_.front());
@@ -516,7 +529,9 @@ Status CommunicatorImpl::execute(Op& op) {
     }
     transport_->end_operation();
   }
-  if (st.ok()) st = transport_->error();
+  if (st.ok()) {
+    if (Status broken = transport_->error(); !broken.ok()) st = std::move(broken);
+  }
   if (trial && st.ok()) {
     choice_.record(op.kind, bytes, op.choice,
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - trial_start).count());
@@ -658,7 +673,9 @@ Status CommunicatorImpl::shutdown() {
     if (shut_down_) return Status();
     shut_down_ = true;
     // Pending operations end by themselves (each is bounded by its timeout).
+    cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
     cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+    cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
     stopping_ = true;
     cv_.notify_all();
   }

@@ -159,7 +159,11 @@ class CommunicatorImpl {
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::deque<Op> queue_;
-  bool running_ = false;   // an operation is executing (inline or on the executor)
+  // An operation is executing (inline or on the executor). Set under mu_; a blocking call run
+  // inline clears it without mu_ (run_blocking), so threads that wait on cv_ for it count
+  // themselves in cv_waiters_ first.
+  std::atomic<bool> running_{false};
+  std::atomic<int> cv_waiters_{0};
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   Status broken_;
