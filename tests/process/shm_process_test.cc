@@ -118,6 +118,9 @@ TEST(ShmProcessTest, LargeMessagesAreReadStraightFromTheSendersMemory) {
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_FALSE(contains(r.out, "Wrong elements       : 1")) << r.out;
   const SingleCopy s = single_copy_line(r.out);
+  if (s.messages == 0 && s.refused > 0 && contains(r.out + r.err, "memory is refused")) {
+    GTEST_SKIP() << "the kernel refuses process_vm_readv here (the fallback ran, results checked)";
+  }
   EXPECT_GT(s.messages, 10) << r.out;
   EXPECT_GT(s.bytes, s.messages * (64 << 10) - 1) << r.out;
   EXPECT_EQ(s.refused, 0) << r.out;
@@ -128,6 +131,9 @@ TEST(ShmProcessTest, LargeMessagesAreReadStraightFromTheSendersMemory) {
 // result is still right.
 TEST(ShmProcessTest, RefusedSingleCopyFallsBackToTheRing) {
   auto r = bench_single_copy({WEFT_DENY_CMA_PATH});
+  if (contains(r.out + r.err, "deny_cma: cannot install the seccomp filter")) {
+    GTEST_SKIP() << "seccomp filters cannot be installed here: " << r.err;
+  }
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_FALSE(contains(r.out, "Wrong elements       : 1")) << r.out;
   const SingleCopy s = single_copy_line(r.out);
