@@ -17,7 +17,7 @@
 # the build directory (compare-NAME.rK.txt). Figures vary with load: compare ratios of one run.
 set -euo pipefail
 
-ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=200 rounds=3 transport=tcp
+ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=5000 rounds=3 transport=tcp
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-compare"
 setup=1
@@ -88,7 +88,8 @@ run() {
 }
 
 sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
-latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 20)
+# Thousands of calls: runs of a few hundred sub-microsecond calls are mostly start-up skew.
+latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 200)
 launch() { WEFT_TRANSPORT="$transport" "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
 for round in $(seq 1 "$rounds"); do
   # Gloo's FileStore wants existing, empty directories.
