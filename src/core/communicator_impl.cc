@@ -627,12 +627,14 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
 
 std::string CommunicatorImpl::flight_record_json() const {
   std::vector<std::pair<std::string, uint64_t>> counters;
+  std::unique_lock<std::mutex> lock(transport_mu_);
   if (transport_ && (transport_name_ == "shm" || transport_name_.starts_with("mixed"))) {
     const TransportCounters c = transport_->counters();
     counters = {{"shm_single_copy_messages", c.single_copy_messages},
                 {"shm_single_copy_bytes", c.single_copy_bytes},
                 {"shm_single_copy_refused_peers", c.single_copy_refused}};
   }
+  lock.unlock();
   return recorder_->to_json(rank(), size(), transport_name_, counters);
 }
 
@@ -688,6 +690,7 @@ Status CommunicatorImpl::shutdown() {
   }
   if (transport_) {
     if (result.ok()) transport_->close(options_.timeout);
+    std::lock_guard<std::mutex> lock(transport_mu_);
     transport_.reset();
   }
   p2p_in_flight_.clear();

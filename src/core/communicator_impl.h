@@ -144,6 +144,9 @@ class CommunicatorImpl {
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<FlightRecorder> recorder_;
   std::unique_ptr<Transport> transport_;
+  // Held while shutdown() drops transport_ and while flight_record_json() reads its counters
+  // (any thread may ask for the record).
+  mutable std::mutex transport_mu_;
   std::unique_ptr<Hierarchy> hierarchy_;  // when the job spans hosts (see create)
   HierarchyChoice choice_;                 // admit() under mu_, the rest by the executing thread
   // The store of the communicator this one descends from (split, shrink, grow): joiners meet
