@@ -219,9 +219,9 @@ Status BenchRunner::run(std::vector<BenchRow>& rows) {
     rows.insert(rows.end(), section.begin(), section.end());
   }
   // Shared memory with single-copy reads on: how many of rank 0's receives used them.
+  if (comm_.rank() != 0 || comm_.options().shm_cma_threshold == 0) return Status::success();
   const auto after = nlohmann::json::parse(comm_.flight_record_json(), nullptr, false);
-  if (comm_.options().shm_cma_threshold != 0 && after.is_object() &&
-      after.contains("transport_counters")) {
+  if (after.is_object() && after.contains("transport_counters")) {
     const auto& c = after["transport_counters"];
     print(fmt::format("# shm single copy (rank 0): {} messages, {} bytes read from the senders' "
                       "memory; {} peers refused it\n",

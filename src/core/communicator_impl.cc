@@ -319,7 +319,8 @@ void CommunicatorImpl::prepare_collective(Op& op, std::chrono::steady_clock::tim
                                           bool run_now) {
   op.fp = make_fingerprint(op.args, ++next_seq_);
   op.hierarchical = hierarchy_ && Hierarchy::handles(op.args, options_);
-  const size_t bytes = payload_bytes(op.args, size());
+  op.bytes = payload_bytes(op.args, size());
+  const size_t bytes = op.bytes;
   if (op.hierarchical && options_.algorithm(op.kind) != Algorithm::hierarchical) {
     // Left to auto: flat or hierarchical by measured cost. Later calls are settled again when
     // they run (the agreement may come between).
@@ -427,7 +428,7 @@ void CommunicatorImpl::executor_loop() {
 }
 
 Status CommunicatorImpl::agree_on_costs(const Op& op) {
-  const size_t bytes = payload_bytes(op.args, size());
+  const size_t bytes = op.bytes;
   std::array<double, 2> costs = choice_.costs(op.kind, bytes);
   CollectiveArgs a;
   a.kind = OpKind::allreduce;
@@ -505,7 +506,7 @@ Status CommunicatorImpl::execute(Op& op) {
                            : std::chrono::steady_clock::now();
   if (op.work) op.work->mark_started(started);
   if (op.started == std::chrono::steady_clock::time_point{}) recorder_->mark_running(op.record, started);
-  const size_t bytes = payload_bytes(op.args, size());
+  const size_t bytes = op.bytes;
   if (op.choice >= HierarchyChoice::kTrials) {
     const bool h = choice_.hierarchical(op.kind, bytes, op.choice);
     if (h != op.hierarchical) {

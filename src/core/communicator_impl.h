@@ -91,7 +91,7 @@ class CommunicatorImpl {
     uint64_t agree_seq = 0;
     OpKind kind = OpKind::send;
     void* buf = nullptr;
-    size_t bytes = 0;
+    size_t bytes = 0;  // point-to-point: the message; collectives: payload_bytes(args, size())
     int peer = -1;
     uint32_t tag = 0;
     std::shared_ptr<WorkImpl> work;  // null when run_blocking runs it without one

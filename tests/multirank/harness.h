@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +35,14 @@
 #include "weft/options.h"
 
 namespace weft::harness {
+
+// Whether this process may use process_vm_readv at all (a container's seccomp profile may refuse
+// it; the shm transport then falls back to its rings, tested in tests/process/).
+inline bool cma_allowed() {
+  uint64_t from = 7, to = 0;
+  iovec local{&to, sizeof(to)}, remote{&from, sizeof(from)};
+  return process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == sizeof(to) && to == 7;
+}
 
 using TransportFactory = std::function<std::vector<std::unique_ptr<Transport>>(int n)>;
 

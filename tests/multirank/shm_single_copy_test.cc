@@ -3,8 +3,6 @@
 // this process here (the kernel lets a process read its own memory); real processes, and the
 // fallback when the kernel refuses, are in tests/process/shm_process_test.cc.
 #include <gtest/gtest.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -15,19 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "multirank/comm_harness.h"
+#include "multirank/harness.h"
 
 namespace weft {
 namespace {
 
 using testing::run_comm_ranks;
-
-// Whether this process may use process_vm_readv at all (a container's seccomp profile may refuse
-// it; the fallback is tested in tests/process/shm_process_test.cc).
-bool cma_allowed() {
-  uint64_t from = 7, to = 0;
-  iovec local{&to, sizeof(to)}, remote{&from, sizeof(from)};
-  return process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == sizeof(to) && to == 7;
-}
 
 Options single_copy_options(size_t threshold) {
   Options o = testing::test_options();
@@ -61,7 +52,7 @@ void ring_of_messages(Communicator& c) {
 }
 
 TEST(ShmSingleCopy, CollectivesAndMessagesAreReadFromTheSendersBuffer) {
-  if (!cma_allowed()) GTEST_SKIP() << "process_vm_readv is refused here: " << std::strerror(errno);
+  if (!harness::cma_allowed()) GTEST_SKIP() << "process_vm_readv is refused here: " << std::strerror(errno);
   for (int n : {2, 3, 4}) {
     SCOPED_TRACE(fmt::format("world size {}", n));
     run_comm_ranks(n, single_copy_options(64 << 10), [n](Communicator& c) {
