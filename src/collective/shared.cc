@@ -66,6 +66,16 @@ class Contributions {
     }
     return Status::success();
   }
+  // Reads this rank's contribution from `own` (its input) instead of its shared buffer: the
+  // buffer's line was just written and the peers are reading it, so loading it back can stall
+  // until the writes leave the store buffer. Only where the reduction allows it: `own` may be the
+  // output (`out`, `bytes` long) only if it is one of the first two sources (reduce_in_order),
+  // and must not overlap it partly.
+  void prefer_input(int rank, const std::byte* own, const void* out, size_t bytes) {
+    const auto* o = static_cast<const std::byte*>(out);
+    const bool overlap = own < o + bytes && o < own + bytes;
+    if (!overlap || (own == o && rank < 2)) ptrs_[static_cast<size_t>(rank)] = own;
+  }
   std::span<const std::byte* const> get() const { return ptrs_; }
   const std::byte* operator[](size_t rank) const { return ptrs_[rank]; }
 
@@ -89,6 +99,7 @@ Status allreduce_shm(Context& ctx, const CollectiveArgs& args) {
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   Contributions srcs;
   WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
+  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv, bytes);
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
@@ -97,8 +108,10 @@ Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t total = static_cast<size_t>(ctx.size()) * args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, total));
   Contributions srcs;
-  WEFT_RETURN_IF_ERROR(
-      srcs.read(ctx, total, static_cast<size_t>(ctx.rank()) * args.count * args.elem_size()));
+  const size_t own = static_cast<size_t>(ctx.rank()) * args.count * args.elem_size();
+  WEFT_RETURN_IF_ERROR(srcs.read(ctx, total, own));
+  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send) + own, args.recv,
+                    args.count * args.elem_size());
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
@@ -138,6 +151,7 @@ Status reduce_shm(Context& ctx, const CollectiveArgs& args) {
   if (ctx.rank() != args.root) return Status::success();
   Contributions srcs;
   WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
+  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv, bytes);
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }

@@ -323,6 +323,7 @@ class ShmTransport final : public Transport {
   CurrentFingerprint current_;
   // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
   uint64_t direct_call_ = 0;
+  size_t direct_bytes_ = 0;  // what this rank published for direct_call_
   Fingerprint direct_fp_;
   bool wake_pending_ = false;  // published since the last wake_sleepers
   std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
@@ -1204,7 +1205,8 @@ Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_p
 
 void ShmTransport::shared_publish(size_t bytes) {
   DirectSlot& s = own_->direct(static_cast<int>(direct_call_ & 1));
-  s.bytes.store(std::min(bytes, kDirectBytes), std::memory_order_relaxed);
+  direct_bytes_ = std::min(bytes, kDirectBytes);
+  s.bytes.store(direct_bytes_, std::memory_order_relaxed);
   s.call.store(direct_call_, std::memory_order_release);
   // Peers asleep on their doorbell are woken later (wake_sleepers): a full fence here would stall
   // this rank until the slot's line left its store buffer, in series with the wait that follows.
@@ -1231,10 +1233,14 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
   if (index < 0) return not_here(peer);
   Peer& p = *peers_[static_cast<size_t>(index)];
   const DirectSlot& s = *p.direct[parity];
-  if (index != rank_) {
-    WEFT_RETURN_IF_ERROR(wait_shared(
-        p, [&] { return s.call.load(std::memory_order_acquire) >= c; }, deadline));
+  if (index == rank_) {
+    // This rank's own slot: nothing to check, and nothing to load from it either. Its stores may
+    // still wait in the store buffer for the line, which the peers are polling; a load that the
+    // buffer cannot forward would wait for them (about a cache-line round trip).
+    return std::span<const uint8_t>(direct_data(s), direct_bytes_);
   }
+  WEFT_RETURN_IF_ERROR(
+      wait_shared(p, [&] { return s.call.load(std::memory_order_acquire) >= c; }, deadline));
   // Everything below comes from another process: checked before use.
   auto bad = [&](const std::string& what) {
     Status st(ErrorCode::protocol,
