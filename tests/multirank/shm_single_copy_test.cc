@@ -42,8 +42,10 @@ void ring_of_messages(Communicator& c) {
     for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(i * 31 + r);
     auto s = c.send_async(out.data(), bytes, (r + 1) % n, 3);
     const int from = (r + n - 1) % n;
-    ASSERT_TRUE(c.recv(in.data(), bytes, from, 3).ok());
-    ASSERT_TRUE(s->wait().ok());
+    const Status received = c.recv(in.data(), bytes, from, 3);
+    ASSERT_TRUE(received.ok()) << received.to_string();
+    const Status sent = s->wait();
+    ASSERT_TRUE(sent.ok()) << sent.to_string();
     for (size_t i = 0; i < bytes; i += 4093) {
       ASSERT_EQ(in[i], static_cast<uint8_t>(i * 31 + from)) << i;
     }

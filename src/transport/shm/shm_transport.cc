@@ -440,8 +440,29 @@ ShmTransport::~ShmTransport() {
 }
 
 void ShmTransport::close(std::chrono::milliseconds timeout) {
-  (void)timeout;  // what this rank sent stays readable in the peers' segments after it leaves
   if (!own_) return;
+  // What this rank wrote stays readable in the peers' segments after it leaves, but records still
+  // queued here would be lost: a `read` acknowledgement queued when a single-copy receive
+  // completed is what the sender's send waits for. Write them first (a full ring makes this wait
+  // for its reader, at most `timeout`).
+  const auto deadline = Clock::now() + timeout;
+  for (auto& peer : peers_) {
+    Peer& p = *peer;
+    if (p.rank == rank_) continue;
+    while (!failed_.load(std::memory_order_acquire)) {
+      int moved = 0;
+      std::unique_lock<std::mutex> lock(p.mu);
+      if (p.outq.empty()) break;
+      if (Status st = flush(p, moved); !st.ok()) {
+        lock.unlock();
+        fail(st);
+        break;
+      }
+      if (p.outq.empty() || !check_peer(p).ok() || Clock::now() >= deadline) break;
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
   uint32_t expected = kRunning;
   own_->header().state.compare_exchange_strong(expected, kDeparted, std::memory_order_acq_rel);
   for (auto& p : peers_) {
