@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <variant>
@@ -37,13 +38,24 @@ WEFT_API const char* to_string(ErrorCode code);
 class [[nodiscard]] WEFT_API Status {
  public:
   Status() = default;
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  // An ok `code` makes an ok Status (the message is dropped).
+  Status(ErrorCode code, std::string message)
+      : rep_(code == ErrorCode::ok ? nullptr : new Rep{code, std::move(message)}) {}
+  Status(const Status& other) : rep_(other.rep_ ? new Rep(*other.rep_) : nullptr) {}
+  Status(Status&& other) noexcept = default;
+  Status& operator=(const Status& other) {
+    if (this != &other) rep_.reset(other.rep_ ? new Rep(*other.rep_) : nullptr);
+    return *this;
+  }
+  Status& operator=(Status&& other) noexcept = default;
+  ~Status() = default;
 
   static Status success() { return {}; }
 
-  bool ok() const { return code_ == ErrorCode::ok; }
-  ErrorCode code() const { return code_; }
-  const std::string& message() const { return message_; }
+  // An ok Status is one null pointer: returning and moving it on the hot path costs nothing.
+  bool ok() const { return rep_ == nullptr; }
+  ErrorCode code() const { return rep_ ? rep_->code : ErrorCode::ok; }
+  const std::string& message() const;
   // "timeout: rank 2: allreduce #17 ..." or "ok".
   std::string to_string() const;
 
@@ -51,8 +63,11 @@ class [[nodiscard]] WEFT_API Status {
   Status with_context(const std::string& prefix) const;
 
  private:
-  ErrorCode code_ = ErrorCode::ok;
-  std::string message_;
+  struct Rep {
+    ErrorCode code;
+    std::string message;
+  };
+  std::unique_ptr<Rep> rep_;  // null when ok
 };
 
 template <typename T>

@@ -44,7 +44,20 @@ enum class OpKind : uint8_t {
 };
 inline constexpr int kOpKindCount = 13;
 
-WEFT_API size_t dtype_size(DataType t);
+// Bytes per element (0 for a value outside the enum). Inline: it sits on every call's path.
+constexpr size_t dtype_size(DataType t) {
+  switch (t) {
+    case DataType::int8:
+    case DataType::uint8: return 1;
+    case DataType::fp16:
+    case DataType::bf16: return 2;
+    case DataType::int32:
+    case DataType::fp32: return 4;
+    case DataType::int64:
+    case DataType::fp64: return 8;
+  }
+  return 0;
+}
 WEFT_API const char* to_string(DataType t);  // "f32", "bf16", "i64", ...
 WEFT_API const char* to_string(ReduceOp op);  // "sum", ...
 WEFT_API const char* to_string(OpKind k);     // "allreduce", ...

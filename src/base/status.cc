@@ -19,14 +19,19 @@ const char* to_string(ErrorCode code) {
   return "unknown error";
 }
 
+const std::string& Status::message() const {
+  static const std::string kEmpty;
+  return rep_ ? rep_->message : kEmpty;
+}
+
 std::string Status::to_string() const {
   if (ok()) return "ok";
-  return std::string(weft::to_string(code_)) + ": " + message_;
+  return std::string(weft::to_string(rep_->code)) + ": " + rep_->message;
 }
 
 Status Status::with_context(const std::string& prefix) const {
   if (ok()) return *this;
-  return Status(code_, prefix + ": " + message_);
+  return Status(rep_->code, prefix + ": " + rep_->message);
 }
 
 }  // namespace weft

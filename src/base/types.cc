@@ -16,20 +16,6 @@ std::optional<Enum> lookup(std::string_view s, const std::array<std::pair<std::s
 
 }  // namespace
 
-size_t dtype_size(DataType t) {
-  switch (t) {
-    case DataType::int8:
-    case DataType::uint8: return 1;
-    case DataType::fp16:
-    case DataType::bf16: return 2;
-    case DataType::int32:
-    case DataType::fp32: return 4;
-    case DataType::int64:
-    case DataType::fp64: return 8;
-  }
-  return 0;
-}
-
 const char* to_string(DataType t) {
   switch (t) {
     case DataType::int8: return "i8";

@@ -150,14 +150,6 @@ Algorithm automatic_choice(OpKind kind, size_t bytes, int n) {
   return A::direct;
 }
 
-bool is_reduction(OpKind k) {
-  return k == OpKind::allreduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
-}
-bool is_rooted(OpKind k) {
-  return k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
-         k == OpKind::scatter;
-}
-
 }  // namespace
 
 bool collective_implements(Algorithm algorithm, OpKind kind) {
@@ -204,23 +196,6 @@ size_t payload_bytes(const CollectiveArgs& args, int world_size) {
       return 0;
   }
   return 0;
-}
-
-Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq) {
-  Fingerprint fp;
-  fp.kind = args.kind;
-  fp.dtype = args.kind == OpKind::barrier ? DataType::uint8 : args.dtype;
-  fp.op = is_reduction(args.kind) ? args.op : ReduceOp::sum;
-  fp.root = is_rooted(args.kind) ? args.root : -1;
-  if (args.kind == OpKind::allgatherv) {
-    fp.count = std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), uint64_t{0});
-  } else if (args.kind == OpKind::alltoallv || args.kind == OpKind::barrier) {
-    fp.count = 0;
-  } else {
-    fp.count = args.count;
-  }
-  fp.seq = seq;
-  return fp;
 }
 
 Status run_collective(Context& ctx, const CollectiveArgs& args) {

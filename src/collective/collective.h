@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 
 #include "collective/context.h"
 #include "weft/options.h"
@@ -41,6 +42,27 @@ size_t payload_bytes(const CollectiveArgs& args, int world_size);
 // only for reductions, root only for rooted collectives and -1 otherwise; count is the total of
 // recv_counts for allgatherv and 0 for alltoallv and barrier, whose per-rank counts differ), so
 // ranks agree on it exactly when their calls agree.
-Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq);
+// Inline: it is on the path of every call, and a Fingerprint returned through memory from another
+// translation unit is reloaded with wide loads that cannot be forwarded from its narrow stores.
+inline Fingerprint make_fingerprint(const CollectiveArgs& args, uint64_t seq) {
+  const OpKind k = args.kind;
+  const bool reduction = k == OpKind::allreduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
+  const bool rooted = k == OpKind::broadcast || k == OpKind::reduce || k == OpKind::gather ||
+                      k == OpKind::scatter;
+  Fingerprint fp;
+  fp.kind = k;
+  fp.dtype = k == OpKind::barrier ? DataType::uint8 : args.dtype;
+  fp.op = reduction ? args.op : ReduceOp::sum;
+  fp.root = rooted ? args.root : -1;
+  if (k == OpKind::allgatherv) {
+    fp.count = std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), uint64_t{0});
+  } else if (k == OpKind::alltoallv || k == OpKind::barrier) {
+    fp.count = 0;
+  } else {
+    fp.count = args.count;
+  }
+  fp.seq = seq;
+  return fp;
+}
 
 }  // namespace weft

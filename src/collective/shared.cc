@@ -52,7 +52,8 @@ Result<const std::byte*> contribution(Context& ctx, int peer, size_t need) {
 // `offset` bytes. Up to 16 ranks without touching the heap (the 8-byte allreduce path).
 class Contributions {
  public:
-  Status read(Context& ctx, size_t need, size_t offset) {
+  // `own`, when not null, is this rank's part (see own_input) and its shared buffer is not read.
+  Status read(Context& ctx, size_t need, size_t offset, const std::byte* own = nullptr) {
     const auto n = static_cast<size_t>(ctx.size());
     if (n > inline_.size()) heap_.resize(n);
     ptrs_ = n > inline_.size() ? std::span<const std::byte*>(heap_)
@@ -60,27 +61,32 @@ class Contributions {
     // Peers after this rank first: with ranks sharing cores, the next rank tends to publish first.
     for (size_t i = 0; i < n; ++i) {
       const int p = mod(ctx.rank() + 1 + static_cast<long>(i), ctx.size());
+      if (p == ctx.rank() && own != nullptr) {
+        ptrs_[static_cast<size_t>(p)] = own;
+        continue;
+      }
       auto c = contribution(ctx, p, need);
       if (!c.ok()) return c.status();
       ptrs_[static_cast<size_t>(p)] = c.value() + offset;
     }
     return Status::success();
   }
-  // Reads this rank's contribution from `own` (its input) instead of its shared buffer: the
-  // buffer's line was just written and the peers are reading it, so loading it back can stall
-  // until the writes leave the store buffer. Only where the reduction allows it: `own` may be the
+  // This rank's part from its input `own` rather than its shared buffer, or null where the
+  // reduction does not allow it. The buffer's line was just written and the peers are reading
+  // it, so loading it back can stall until the writes leave the store buffer. `own` may be the
   // output (`out`, `bytes` long) only if it is one of the first two sources (reduce_in_order),
   // and must not overlap it partly.
-  void prefer_input(int rank, const std::byte* own, const void* out, size_t bytes) {
+  static const std::byte* own_input(int rank, const std::byte* own, const void* out,
+                                    size_t bytes) {
     const auto* o = static_cast<const std::byte*>(out);
     const bool overlap = own < o + bytes && o < own + bytes;
-    if (!overlap || (own == o && rank < 2)) ptrs_[static_cast<size_t>(rank)] = own;
+    return !overlap || (own == o && rank < 2) ? own : nullptr;
   }
   std::span<const std::byte* const> get() const { return ptrs_; }
   const std::byte* operator[](size_t rank) const { return ptrs_[rank]; }
 
  private:
-  std::array<const std::byte*, 16> inline_{};
+  std::array<const std::byte*, 16> inline_;  // not cleared: read() writes what get() shows
   std::vector<const std::byte*> heap_;
   std::span<const std::byte*> ptrs_;
 };
@@ -98,8 +104,10 @@ Status allreduce_shm(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   Contributions srcs;
-  WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
-  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv, bytes);
+  WEFT_RETURN_IF_ERROR(srcs.read(
+      ctx, bytes, 0,
+      Contributions::own_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv,
+                               bytes)));
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
@@ -109,9 +117,10 @@ Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args) {
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, total));
   Contributions srcs;
   const size_t own = static_cast<size_t>(ctx.rank()) * args.count * args.elem_size();
-  WEFT_RETURN_IF_ERROR(srcs.read(ctx, total, own));
-  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send) + own, args.recv,
-                    args.count * args.elem_size());
+  WEFT_RETURN_IF_ERROR(srcs.read(
+      ctx, total, own,
+      Contributions::own_input(ctx.rank(), static_cast<const std::byte*>(args.send) + own,
+                               args.recv, args.count * args.elem_size())));
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }
@@ -150,8 +159,10 @@ Status reduce_shm(Context& ctx, const CollectiveArgs& args) {
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   if (ctx.rank() != args.root) return Status::success();
   Contributions srcs;
-  WEFT_RETURN_IF_ERROR(srcs.read(ctx, bytes, 0));
-  srcs.prefer_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv, bytes);
+  WEFT_RETURN_IF_ERROR(srcs.read(
+      ctx, bytes, 0,
+      Contributions::own_input(ctx.rank(), static_cast<const std::byte*>(args.send), args.recv,
+                               bytes)));
   reduce_all(args.recv, srcs, args.count, args, ctx.size());
   return Status::success();
 }

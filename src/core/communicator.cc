@@ -95,7 +95,7 @@ WorkPtr start_p2p(CommunicatorImpl& impl, OpKind kind, const void* buf, size_t b
 Status finish(const WorkPtr& w) { return w->wait(); }
 
 // The blocking form of start().
-Status run(CommunicatorImpl& impl, CollectiveArgs a) {
+Status run(CommunicatorImpl& impl, CollectiveArgs&& a) {
   Status st = validate_collective(a, impl.rank(), impl.size());
   if (!st.ok()) return st;
   return impl.run_blocking(std::move(a));

@@ -338,7 +338,7 @@ void CommunicatorImpl::prepare_collective(Op& op, std::chrono::steady_clock::tim
                                         op.fp.seq, op.algorithm, queued, run_now);
 }
 
-Status CommunicatorImpl::run_blocking(CollectiveArgs args) {
+Status CommunicatorImpl::run_blocking(CollectiveArgs&& args) {
   Op op;
   op.args = std::move(args);
   op.kind = op.args.kind;

@@ -53,7 +53,7 @@ class CommunicatorImpl {
   std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args);
   // The blocking form: runs on the calling thread without a Work when nothing is queued or
   // running (the common case), else submits and waits.
-  Status run_blocking(CollectiveArgs args);
+  Status run_blocking(CollectiveArgs&& args);
   std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer,
                                        uint32_t tag);
   // An error Work, already finished (bad arguments, broken communicator).
