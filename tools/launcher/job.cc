@@ -19,6 +19,7 @@
 #include "tools/launcher/line_relay.h"
 #include "tools/launcher/rank_process.h"
 #include "tools/launcher/signal_block.h"
+#include "transport/shm/segment.h"
 #include "weft/store.h"
 
 extern char** environ;
@@ -63,6 +64,7 @@ class JobRunner {
 
   const JobSpec& spec_;
   std::vector<RankSlot> slots_;
+  std::vector<pid_t> started_pids_;  // every rank process started, replacements included
   SignalBlock signals_;
   Fd epoll_;
   Fd signal_fd_;
@@ -186,6 +188,7 @@ Status JobRunner::start_rank(size_t r, bool joining) {
   if (!process.ok()) return process.status().with_context("rank " + std::to_string(rank));
   RankSlot& slot = slots_[r];
   slot.process.emplace(std::move(process).value());
+  started_pids_.push_back(slot.process->pid());
   slot.outcome = RankOutcome();
   slot.outcome.started = true;
   slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
@@ -242,6 +245,9 @@ int JobRunner::run() {
     }
     for (int i = 0; i < n; ++i) handle(events[i].data.u64);
   }
+  // Every rank has exited. One killed while it set up shared memory (before the ranks unlink
+  // their segments) would leave its segment in /dev/shm until the next job on this host.
+  shm::remove_segments_of(started_pids_);
   int code = exit_code();
   if (code != 0 || spec_.summary_always) {
     std::vector<RankOutcome> outcomes;

@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -175,26 +176,44 @@ Result<std::unique_ptr<Segment>> Segment::open(const std::string& name, int rank
   return seg;
 }
 
-int remove_stale_segments() {
+namespace {
+
+// Unlinks every weft segment in /dev/shm (weft-<16 hex token>-<rank>-<pid>) whose owner pid
+// `gone` says is no longer there; `why` ends the log line. Returns how many were removed.
+template <typename Gone>
+int remove_segments_if(Gone gone, const char* why) {
   DIR* dir = ::opendir("/dev/shm");
   if (dir == nullptr) return 0;
   int removed = 0;
   while (dirent* e = ::readdir(dir)) {
-    // weft-<16 hex token>-<rank>-<pid>
     unsigned long long token = 0;
     int rank = 0, pid = 0, end = 0;
     if (std::sscanf(e->d_name, "weft-%16llx-%d-%d%n", &token, &rank, &pid, &end) != 3 ||
-        e->d_name[end] != '\0' || pid <= 0) {
+        e->d_name[end] != '\0' || pid <= 0 || !gone(static_cast<pid_t>(pid))) {
       continue;
     }
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
     if (::shm_unlink((std::string("/") + e->d_name).c_str()) == 0) {
-      log::info("removed stale shared-memory segment /dev/shm/{} (process {} is gone)", e->d_name, pid);
+      log::info("removed stale shared-memory segment /dev/shm/{} (process {} {})", e->d_name, pid,
+                why);
       ++removed;
     }
   }
   ::closedir(dir);
   return removed;
+}
+
+}  // namespace
+
+int remove_stale_segments() {
+  return remove_segments_if([](pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; },
+                            "is gone");
+}
+
+int remove_segments_of(std::span<const pid_t> exited) {
+  if (exited.empty()) return 0;
+  return remove_segments_if(
+      [&](pid_t pid) { return std::find(exited.begin(), exited.end(), pid) != exited.end(); },
+      "has exited");
 }
 
 }  // namespace weft::shm

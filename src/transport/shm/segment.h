@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "weft/status.h"
@@ -177,5 +178,8 @@ class Segment {
 // Unlinks segments in /dev/shm that weft processes which no longer exist left behind (a job
 // killed during set-up). Returns how many were removed.
 int remove_stale_segments();
+// Unlinks the segments of the given processes, which must have exited (a launcher's ranks once
+// the job is over: a rank killed during set-up leaves its segment behind). Returns how many.
+int remove_segments_of(std::span<const pid_t> exited);
 
 }  // namespace weft::shm
