@@ -1,6 +1,7 @@
 // Hierarchical collectives: ranks as threads with host ids that split them into pretend hosts
 // (2 hosts x 2 ranks, the same interleaved, 3 hosts with 1, 2 and 3 ranks, 2 x 3). Every dtype
-// and op of allreduce, reduce_scatter, allgather and broadcast (every root), in and out of place,
+// and op of allreduce and reduce_scatter, every dtype of allgather and broadcast (every root), in
+// and out of place,
 // at counts that are 0, tiny, not divisible by the ranks per host and divisible (the slice path),
 // must match the reference; the flight record must show that the hierarchy ran them. Counts of
 // 5000 take the per-slice allgather and reduce_scatter on the uniform layouts (16 KiB or more).
@@ -117,14 +118,15 @@ TEST_P(Hierarchy, AllreduceEveryDtypeAndOp) {
   });
 }
 
-TEST_P(Hierarchy, ReduceScatterEveryDtype) {
+TEST_P(Hierarchy, ReduceScatterEveryDtypeAndOp) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
   run_layout(layout, [&](Communicator& c) {
     const int r = c.rank();
     for (DataType t : harness::all_dtypes()) {
-      for (ReduceOp op : {ReduceOp::sum, ReduceOp::max, ReduceOp::avg}) {
+      for (ReduceOp op : harness::ops_for(t)) {
         for (size_t count : {size_t{0}, size_t{1}, size_t{5}, size_t{300}, size_t{5000}}) {
+          if (count > 5 && !harness::representative(t, op)) continue;
           for (bool in_place : {false, true}) {
             SCOPED_TRACE(fmt::format("{} {} count {} {}", to_string(t), to_string(op), count,
                                      in_place ? "in place" : "out of place"));
@@ -146,36 +148,51 @@ TEST_P(Hierarchy, ReduceScatterEveryDtype) {
   });
 }
 
-TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRoot) {
+// Bytes of `count` elements of `t` as rank `r` contributes them (allgather and broadcast move
+// them unchanged, so the dtype matters only for the sizes).
+std::vector<uint8_t> pattern(DataType t, int r, size_t count) {
+  std::vector<uint8_t> v(count * dtype_size(t) + 1, 0);
+  for (size_t i = 0; i < count; ++i) store(t, v.data(), i, input_value(r, i, t, ReduceOp::max));
+  v.resize(count * dtype_size(t));
+  return v;
+}
+
+TEST_P(Hierarchy, AllgatherAndBroadcastFromEveryRootEveryDtype) {
   const Layout& layout = GetParam();
   const int n = static_cast<int>(layout.hosts.size());
   run_layout(layout, [&](Communicator& c) {
     const int r = c.rank();
-    for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{5000}}) {
-      for (bool in_place : {false, true}) {
-        SCOPED_TRACE(fmt::format("allgather count {} {}", count, in_place ? "in place" : "out of place"));
-        std::vector<int32_t> all(n * count + 1, -1), mine(count + 1);
-        for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(1000 * r + i);
-        const void* send = mine.data();
-        if (in_place) {
-          std::copy(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(count),
-                    all.begin() + static_cast<std::ptrdiff_t>(r * count));
-          send = all.data() + r * count;
-        }
-        ASSERT_TRUE(c.allgather(send, all.data(), count, DataType::int32).ok());
-        for (int p = 0; p < n; ++p) {
-          for (size_t i = 0; i < count; ++i) {
-            ASSERT_EQ(all[p * count + i], static_cast<int32_t>(1000 * p + i)) << p << " " << i;
+    for (DataType t : harness::all_dtypes()) {
+      const size_t es = dtype_size(t);
+      for (size_t count : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}, size_t{5000}}) {
+        for (bool in_place : {false, true}) {
+          SCOPED_TRACE(fmt::format("allgather {} count {} {}", to_string(t), count,
+                                   in_place ? "in place" : "out of place"));
+          const std::vector<uint8_t> mine = pattern(t, r, count);
+          std::vector<uint8_t> all(n * count * es + 1, 0xa5);
+          const void* send = mine.data();
+          if (in_place) {
+            std::copy(mine.begin(), mine.end(), all.begin() + static_cast<std::ptrdiff_t>(r * count * es));
+            send = all.data() + r * count * es;
           }
+          ASSERT_TRUE(c.allgather(send, all.data(), count, t).ok());
+          for (int p = 0; p < n; ++p) {
+            const std::vector<uint8_t> want = pattern(t, p, count);
+            ASSERT_TRUE(std::equal(want.begin(), want.end(),
+                                   all.begin() + static_cast<std::ptrdiff_t>(p * count * es)))
+                << "block of rank " << p;
+          }
+          ASSERT_EQ(all.back(), 0xa5) << "written past the end";
         }
       }
-    }
-    for (int root = 0; root < n; ++root) {
-      for (size_t count : {size_t{0}, size_t{1}, size_t{777}}) {
-        SCOPED_TRACE(fmt::format("broadcast root {} count {}", root, count));
-        std::vector<double> b(count, r == root ? 0.5 + root : -1.0);
-        ASSERT_TRUE(c.broadcast(b.data(), count, DataType::fp64, root).ok());
-        for (size_t i = 0; i < count; ++i) ASSERT_EQ(b[i], 0.5 + root);
+      for (int root = 0; root < n; ++root) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{777}}) {
+          SCOPED_TRACE(fmt::format("broadcast {} root {} count {}", to_string(t), root, count));
+          const std::vector<uint8_t> want = pattern(t, root, count);
+          std::vector<uint8_t> b = r == root ? want : std::vector<uint8_t>(want.size(), 0x5a);
+          ASSERT_TRUE(c.broadcast(b.data(), count, t, root).ok());
+          ASSERT_EQ(b, want);
+        }
       }
     }
     auto record = nlohmann::json::parse(c.flight_record_json());
