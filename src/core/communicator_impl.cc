@@ -95,8 +95,9 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   bool use_shm = false;
   std::optional<HostLayout> layout;
   if (c->options_.transport != TransportKind::tcp) {
-    // "<host key>\n<machine key>": the host id may be overridden, the machine is the real one.
-    const std::string machine = shm_host_key(tcp::default_host_id());
+    // "<host key>\n<machine key>": the host id may be overridden, the machine is the real one
+    // (its CPUs are shared by every rank on it, whatever namespaces they are in).
+    const std::string machine = tcp::default_host_id();
     auto both = exchange_host_keys(*c->store_, c->rank(), c->size(),
                                    shm_host_key(c->options_.host_id) + "\n" + machine,
                                    options.connect_timeout);

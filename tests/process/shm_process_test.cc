@@ -218,6 +218,24 @@ TEST(ShmProcessTest, RefusedSingleCopyFallsBackToTheRing) {
   EXPECT_TRUE(contains(all, "reading rank 1's memory is refused (Operation not permitted)")) << all;
 }
 
+TEST(ShmProcessTest, RanksThatSeeDifferentDevShmTalkOverTcp) {
+  // Same hostname, boot id, PID namespace and user, but rank 0 has a /dev/shm of its own (as in
+  // a container): it cannot open the other ranks' segments, so `auto` must not pick shm for it.
+  if (std::system("unshare -m true >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "cannot create a mount namespace here (unshare -m)";
+  }
+  const std::string child = std::string(WEFT_CHILD_PATH) + " -1 20";
+  const std::string script = "if [ \"$WEFT_RANK\" = 0 ]; then exec unshare -m sh -c 'mount -t tmpfs "
+                             "tmpfs /dev/shm && exec " + child + "'; else exec " + child + "; fi";
+  ::setenv("WEFT_LOG_LEVEL", "info", 1);
+  auto r = run_tool({"run", "-n", "3", "--timeout", "90", "--", "sh", "-c", script});
+  ::unsetenv("WEFT_LOG_LEVEL");
+  const std::string all = r.out + r.err;
+  EXPECT_EQ(r.exit_code, 0) << all;
+  // Rank 0 is a host of its own; ranks 1 and 2 share one (shm between them, tcp to rank 0).
+  EXPECT_TRUE(contains(all, "2 hosts (1+2 ranks)")) << all;
+}
+
 TEST(ShmProcessTest, TooSmallDevShmIsAClearError) {
   // A private /dev/shm of 256 KiB needs a mount namespace (root, unshare).
   if (std::system("unshare -m true >/dev/null 2>&1") != 0) {

@@ -1494,7 +1494,14 @@ std::string shm_host_key(const std::string& host_id) {
   struct stat st {};
   unsigned long long ns = 0;
   if (::stat("/proc/self/ns/pid", &st) == 0) ns = static_cast<unsigned long long>(st.st_ino);
-  return fmt::format("{}/pidns:{}", host_id, ns);
+  // The same tmpfs has the same device and root inode in every mount namespace that shows it;
+  // another instance has another (anonymous) device number.
+  std::string shm = "none";
+  if (::stat("/dev/shm", &st) == 0) {
+    shm = fmt::format("{:x}:{:x}", static_cast<unsigned long long>(st.st_dev),
+                      static_cast<unsigned long long>(st.st_ino));
+  }
+  return fmt::format("{}/pidns:{}/shm:{}/uid:{}", host_id, ns, shm, ::geteuid());
 }
 
 Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int size,

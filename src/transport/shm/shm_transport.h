@@ -54,8 +54,11 @@ struct ShmTransportConfig {
   bool caller_progress = true;
 };
 
-// What two ranks must share to use shared memory: the host identity plus the PID namespace
-// (pids are used to watch peers; containers on one host with distinct namespaces fall back to TCP).
+// What two ranks must share to use shared memory: the host identity (equal in containers that
+// copy the hostname: it holds the boot id too), the PID namespace (pids are used to watch peers),
+// the file system behind /dev/shm (a container usually mounts its own: its ranks cannot open the
+// host's segments) and the effective user (segments are 0600). Ranks whose keys differ count as
+// different hosts and talk over TCP.
 std::string shm_host_key(const std::string& host_id);
 
 // Publishes this rank's host key under "shm/host/<rank>" and returns every rank's, in rank order.
