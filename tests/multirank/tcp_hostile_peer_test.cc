@@ -23,7 +23,7 @@ constexpr uint64_t kToken = 0x5eed5eed1234ull;
 // Connects to rank 0 as rank 1 and sends a valid HELLO; *out stays invalid on failure.
 void handshake_as_rank1(Store& store, Fd* out) {
   // Publish an address record like a real rank 1 (same host as rank 0: one socket per pair).
-  ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1")).ok());
+  ASSERT_TRUE(store.set("tcp/addr/1", std::string_view("test\n127.0.0.1\n1\nmachine")).ok());
   auto record = store.get_string("tcp/addr/0", 10s);
   ASSERT_TRUE(record.ok());
   std::istringstream in(record.value());

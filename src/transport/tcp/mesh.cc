@@ -18,7 +18,13 @@ struct PeerAddress {
   std::string host_id;
   std::string ip;
   uint16_t port = 0;
+  std::string machine;  // default_host_id(): the real machine, whatever host_id says
 };
+
+const std::string& this_machine() {
+  static const std::string m = default_host_id();
+  return m;
+}
 
 std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
 
@@ -26,7 +32,8 @@ Result<PeerAddress> parse_address(const std::string& text, int rank) {
   std::istringstream in(text);
   PeerAddress a;
   std::string port;
-  if (!std::getline(in, a.host_id) || !std::getline(in, a.ip) || !std::getline(in, port)) {
+  if (!std::getline(in, a.host_id) || !std::getline(in, a.ip) || !std::getline(in, port) ||
+      !std::getline(in, a.machine)) {
     return Status(ErrorCode::protocol, fmt::format("malformed address record of rank {}", rank));
   }
   int p = std::atoi(port.c_str());
@@ -35,6 +42,19 @@ Result<PeerAddress> parse_address(const std::string& text, int rank) {
   }
   a.port = static_cast<uint16_t>(p);
   return a;
+}
+
+// A peer on another machine that could only publish a loopback address (it found no network
+// interface to use) cannot be reached: say so instead of connecting to ourselves or timing out.
+Status check_reachable(const MeshConfig& c, const PeerAddress& a, int peer) {
+  if (a.host_id == c.host_id || a.machine == this_machine() || !is_loopback_ip(a.ip)) {
+    return Status();
+  }
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("rank {}: rank {} is on another host ({}) but published the loopback "
+                            "address {}: it found no network interface to use; set "
+                            "WEFT_IFACE (an interface name or an IPv4 CIDR) on every rank",
+                            c.rank, peer, a.machine, a.ip));
 }
 
 // Peers on the same host share one socket (several only add system calls over loopback); remote
@@ -71,6 +91,7 @@ Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
     }
     auto addr = parse_address(record.value(), peer);
     if (!addr.ok()) return addr.status();
+    WEFT_RETURN_IF_ERROR(check_reachable(c, addr.value(), peer));
     sockets[peer].resize(static_cast<size_t>(sockets_for(c, addr->host_id)));
     if (addr->host_id == c.host_id) ++same_host;
     expected += sockets[peer].size();
@@ -127,7 +148,8 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
   auto port = local_port(listener->get());
   if (!port.ok()) return port.status();
   WEFT_RETURN_IF_ERROR(store.set(addr_key(c.rank),
-                                 fmt::format("{}\n{}\n{}", c.host_id, ip.value(), port.value())));
+                                 fmt::format("{}\n{}\n{}\n{}", c.host_id, ip.value(),
+                                             port.value(), this_machine())));
   log::debug("rank {}: listening on {}:{} (host {})", c.rank, ip.value(), port.value(), c.host_id);
 
   Status accept_status;
@@ -149,6 +171,8 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
       connect_status = addr.status();
       break;
     }
+    connect_status = check_reachable(c, addr.value(), peer);
+    if (!connect_status.ok()) break;
     std::string target = addr->host_id == c.host_id ? "127.0.0.1" : addr->ip;
     const int count = sockets_for(c, addr->host_id);
     if (addr->host_id == c.host_id) ++same_host_below;

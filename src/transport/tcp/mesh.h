@@ -2,7 +2,7 @@
 // different hosts, one between ranks on the same host (extra sockets only cost system calls there).
 //
 // Each rank listens on one port and publishes one record ("tcp/addr/<rank>": host id, address,
-// port) in the store; rank i connects to every rank j < i and accepts from every j > i, in
+// port, machine id) in the store; rank i connects to every rank j < i and accepts from every j > i, in
 // parallel. Peers with the same host id connect over loopback. The first frame on every socket
 // is a HELLO carrying the communicator token, so a stray or stale connection is rejected.
 #pragma once

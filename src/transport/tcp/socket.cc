@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -175,50 +176,60 @@ Status set_stream_options(int fd) {
   return Status();
 }
 
-Result<std::string> select_interface_address(const std::string& spec) {
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return errno_status("getifaddrs");
-  std::string found;
+Result<std::string> choose_interface_address(const std::string& spec,
+                                             const std::vector<InterfaceAddress>& have) {
   uint32_t net = 0, mask = 0;
-  bool cidr = spec.find('/') != std::string::npos;
+  const auto slash = spec.find('/');
+  const bool cidr = slash != std::string::npos;
   if (cidr) {
-    auto slash = spec.find('/');
     in_addr a{};
-    int bits = std::atoi(spec.c_str() + slash + 1);
-    if (::inet_pton(AF_INET, spec.substr(0, slash).c_str(), &a) != 1 || bits < 0 || bits > 32) {
-      ::freeifaddrs(list);
+    char* end = nullptr;
+    const long bits = std::strtol(spec.c_str() + slash + 1, &end, 10);
+    if (::inet_pton(AF_INET, spec.substr(0, slash).c_str(), &a) != 1 || end == spec.c_str() + slash + 1 ||
+        *end != '\0' || bits < 0 || bits > 32) {
       return Status(ErrorCode::invalid_argument, "interface '" + spec + "' is not a valid IPv4 CIDR");
     }
     mask = bits == 0 ? 0 : htonl(~uint32_t{0} << (32 - bits));
     net = a.s_addr & mask;
   }
   std::string names;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    if ((i->ifa_flags & IFF_UP) == 0) continue;
-    std::string name = i->ifa_name;
-    auto addr = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr;
-    char text[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &addr, text, sizeof(text));
-    names += (names.empty() ? "" : ", ") + name + "=" + text;
+  for (const InterfaceAddress& i : have) {
+    in_addr addr{};
+    if (!i.up || ::inet_pton(AF_INET, i.ip.c_str(), &addr) != 1) continue;
+    names += (names.empty() ? "" : ", ") + i.name + "=" + i.ip;
     bool match = false;
     if (spec.empty()) {
-      match = (i->ifa_flags & IFF_LOOPBACK) == 0 && !is_virtual_bridge(name);
+      match = !i.loopback && !is_virtual_bridge(i.name);
     } else if (cidr) {
       match = (addr.s_addr & mask) == net;
     } else {
-      match = name == spec;
+      match = i.name == spec;
     }
-    if (match) {
-      found = text;
-      break;
-    }
+    if (match) return i.ip;
   }
-  ::freeifaddrs(list);
-  if (!found.empty()) return found;
   if (spec.empty()) return std::string("127.0.0.1");
   return Status(ErrorCode::invalid_argument,
                 "no IPv4 interface matches '" + spec + "' (have: " + names + ")");
+}
+
+Result<std::string> select_interface_address(const std::string& spec) {
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return errno_status("getifaddrs");
+  std::vector<InterfaceAddress> have;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof(text));
+    have.push_back({i->ifa_name, text, (i->ifa_flags & IFF_UP) != 0,
+                    (i->ifa_flags & IFF_LOOPBACK) != 0});
+  }
+  ::freeifaddrs(list);
+  return choose_interface_address(spec, have);
+}
+
+bool is_loopback_ip(const std::string& ip) {
+  in_addr a{};
+  return ::inet_pton(AF_INET, ip.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 std::string default_host_id() {
