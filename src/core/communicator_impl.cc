@@ -389,7 +389,11 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     return work;
   }
   const auto queued = std::chrono::steady_clock::now();
-  const bool run_now = queue_.empty() && !running_;
+  // Posting a point-to-point operation never blocks, so it runs here when nothing is ahead of
+  // it. A collective goes to the executor thread even then: the caller must get its Work back at
+  // once, to compute meanwhile or to post the messages a peer needs before it can join (an
+  // allreduce_async followed by a send that the peer receives before its allreduce).
+  const bool run_now = op.p2p && queue_.empty() && !running_;
   if (!op.p2p) {
     prepare_collective(op, queued, run_now);
   } else {
@@ -649,7 +653,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int
   a.send = mine;
   a.recv = all.data();
   a.count = 2;
-  WEFT_RETURN_IF_ERROR(submit_collective(a)->wait(std::chrono::milliseconds::max()));
+  WEFT_RETURN_IF_ERROR(run_blocking(std::move(a)));
   uint64_t split_id = ++split_count_;
   if (color < 0) return std::unique_ptr<CommunicatorImpl>();
   std::vector<std::pair<int32_t, int>> members;

@@ -1,8 +1,10 @@
 // CommunicatorImpl: the engine behind weft::Communicator.
 //
-// Operations run in call order, like a stream: an operation submitted while nothing is queued or
-// running runs inline on the calling thread (no hand-off for the common blocking case); otherwise
-// it is queued for the executor thread (started on first use). A collective runs to completion
+// Operations run in call order, like a stream. A blocking collective (run_blocking) or a
+// point-to-point post submitted while nothing is queued or running runs inline on the calling
+// thread (no hand-off for the common case); an async collective, and anything submitted behind
+// other work, is queued for the executor thread (started on first use), so *_async returns at
+// once. A collective runs to completion
 // before the next starts. A point-to-point operation only posts its request, so sends and
 // receives of one rank can be in flight together. Any failed operation fails the transport (which
 // tells the peers) and leaves the communicator broken.
@@ -49,7 +51,7 @@ class CommunicatorImpl {
   int size() const { return options_.size; }
   const Options& options() const { return options_; }
 
-  // `args` has been validated. Returns the Work; blocking callers wait on it.
+  // `args` has been validated. Queues it for the executor thread and returns its Work at once.
   std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args);
   // The blocking form: runs on the calling thread without a Work when nothing is queued or
   // running (the common case), else submits and waits.

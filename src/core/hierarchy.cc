@@ -213,14 +213,12 @@ bool Hierarchy::handles(const CollectiveArgs& args, const Options& options) {
 // A sub-communicator's errors number its own ranks: the context says which ranks of the job
 // they are.
 Status Hierarchy::on_local(const CollectiveArgs& a) {
-  return local_->submit_collective(a)
-      ->wait(std::chrono::milliseconds::max())
+  return local_->run_blocking(CollectiveArgs(a))
       .with_context(fmt::format("rank {}: host-local step (ranks {} there)", rank_, local_names_));
 }
 
 Status Hierarchy::on_cross(const CollectiveArgs& a) {
-  return cross_->submit_collective(a)
-      ->wait(std::chrono::milliseconds::max())
+  return cross_->run_blocking(CollectiveArgs(a))
       .with_context(fmt::format("rank {}: cross-host step (ranks {} there)", rank_, cross_names_));
 }
 

@@ -108,6 +108,112 @@ TEST_P(CommunicatorTest, EveryCollectiveThroughThePublicApi) {
   }
 }
 
+TEST_P(CommunicatorTest, EveryAsyncCollectiveQueuedAtOnce) {
+  // All eleven *_async collectives issued back to back before any wait: they run in call order
+  // and each Work reports its own result and times.
+  for (int n : {1, 3, 4}) {
+    SCOPED_TRACE("world size " + std::to_string(n));
+    run_comm_ranks(n, test_options(), [n](Communicator& c) {
+      const int r = c.rank();
+      const size_t count = 777;
+      std::vector<float> ar_in(count, static_cast<float>(r + 1)), ar_out(count, -1);
+      std::vector<int32_t> bc(count, r == n - 1 ? 42 : 0);
+      std::vector<int32_t> red(4, r), red_out(4, -1);
+      std::vector<int64_t> ag_in(5, r), ag_out(5 * n, -1);
+      std::vector<size_t> counts(n), displs(n);
+      size_t total = 0;
+      for (int p = 0; p < n; ++p) {
+        counts[p] = p + 1;
+        displs[p] = total;
+        total += counts[p];
+      }
+      std::vector<int32_t> agv_in(r + 1, r), agv_out(total, -1);
+      std::vector<double> rs_in(3 * n, 1.5), rs_out(3, -1);
+      std::vector<uint8_t> g(2, static_cast<uint8_t>(r)), g_out(2 * n, 0);
+      std::vector<uint8_t> sc(2 * n), sc_out(2, 0);
+      for (int p = 0; p < n; ++p) sc[2 * p] = sc[2 * p + 1] = static_cast<uint8_t>(10 + p);
+      std::vector<int32_t> a2a(n), a2a_out(n, -1);
+      for (int p = 0; p < n; ++p) a2a[p] = 100 * r + p;
+      std::vector<size_t> ones(n, 1), iota(n);
+      std::iota(iota.begin(), iota.end(), size_t{0});
+      std::vector<int32_t> a2av_out(n, -1);
+
+      std::vector<std::pair<const char*, WorkPtr>> works;
+      works.emplace_back("allreduce", c.allreduce_async(ar_in.data(), ar_out.data(), count,
+                                                        DataType::fp32, ReduceOp::sum));
+      works.emplace_back("broadcast", c.broadcast_async(bc.data(), count, DataType::int32, n - 1));
+      works.emplace_back("reduce", c.reduce_async(red.data(), red_out.data(), 4, DataType::int32,
+                                                  ReduceOp::max, 0));
+      works.emplace_back("allgather", c.allgather_async(ag_in.data(), ag_out.data(), 5,
+                                                        DataType::int64));
+      works.emplace_back("allgatherv", c.allgatherv_async(agv_in.data(), r + 1, agv_out.data(),
+                                                          counts, displs, DataType::int32));
+      works.emplace_back("reduce_scatter",
+                         c.reduce_scatter_async(rs_in.data(), rs_out.data(), 3, DataType::fp64,
+                                                ReduceOp::sum));
+      works.emplace_back("gather", c.gather_async(g.data(), g_out.data(), 2, DataType::uint8, 0));
+      works.emplace_back("scatter", c.scatter_async(sc.data(), sc_out.data(), 2, DataType::uint8, 0));
+      works.emplace_back("alltoall", c.alltoall_async(a2a.data(), a2a_out.data(), 1, DataType::int32));
+      works.emplace_back("alltoallv", c.alltoallv_async(a2a.data(), ones, iota, a2av_out.data(),
+                                                        ones, iota, DataType::int32));
+      works.emplace_back("barrier", c.barrier_async());
+      Clock::time_point previous_end{};
+      for (auto& [name, w] : works) {
+        SCOPED_TRACE(name);
+        ASSERT_TRUE(w->wait().ok()) << w->status().to_string();
+        EXPECT_TRUE(w->test());
+        EXPECT_TRUE(w->status().ok());
+        EXPECT_NE(w->start_time(), Clock::time_point{});
+        EXPECT_LE(w->start_time(), w->end_time());
+        EXPECT_LE(previous_end, w->start_time());  // one after the other, in call order
+        previous_end = w->end_time();
+      }
+      for (size_t i = 0; i < count; ++i) ASSERT_EQ(ar_out[i], n * (n + 1) / 2.0f);
+      EXPECT_EQ(bc[count - 1], 42);
+      if (r == 0) EXPECT_EQ(red_out[3], n - 1);
+      for (int p = 0; p < n; ++p) EXPECT_EQ(ag_out[5 * p + 4], p);
+      for (int p = 0; p < n; ++p) EXPECT_EQ(agv_out[displs[p] + p], p);
+      EXPECT_EQ(rs_out[2], 1.5 * n);
+      for (int p = 0; r == 0 && p < n; ++p) EXPECT_EQ(g_out[2 * p + 1], p);
+      EXPECT_EQ(sc_out[1], 10 + r);
+      for (int p = 0; p < n; ++p) EXPECT_EQ(a2a_out[p], 100 * p + r);
+      for (int p = 0; p < n; ++p) EXPECT_EQ(a2av_out[p], 100 * p + r);
+    });
+  }
+}
+
+TEST_P(CommunicatorTest, WaitWithATimeoutReturnsTimeoutAndLeavesTheOperationRunning) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    std::vector<float> v(1000, 1.0f);
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    WorkPtr w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+    if (c.rank() == 0) {
+      const auto started = Clock::now();
+      Status early = w->wait(std::chrono::milliseconds(50));
+      EXPECT_EQ(early.code(), ErrorCode::timeout) << early.to_string();
+      EXPECT_GE(Clock::now() - started, std::chrono::milliseconds(50));
+      EXPECT_FALSE(w->test());
+      EXPECT_TRUE(w->status().ok());  // still running: no final status yet
+    }
+    ASSERT_TRUE(w->wait().ok());
+    EXPECT_EQ(v[999], 2.0f);
+  });
+}
+
+TEST_P(CommunicatorTest, AsyncCollectiveReturnsBeforeItCompletes) {
+  // Rank 1 joins a second late: rank 0's allreduce_async must hand back its Work at once (the
+  // caller computes meanwhile), not after the allreduce is done.
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    std::vector<float> v(4096, 1.0f);
+    if (c.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    const auto called = Clock::now();
+    WorkPtr w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+    if (c.rank() == 0) EXPECT_LT(Clock::now() - called, std::chrono::milliseconds(700));
+    ASSERT_TRUE(w->wait().ok()) << w->status().to_string();
+    EXPECT_EQ(v[4095], 2.0f);
+  });
+}
+
 TEST_P(CommunicatorTest, AsyncOperationsRunInCallOrder) {
   run_comm_ranks(3, test_options(), [](Communicator& c) {
     constexpr int kOps = 20;

@@ -120,18 +120,26 @@ TEST(LauncherTest, KillsRanksThatIgnoreSigtermAfterTheGracePeriod) {
       << r.err;
 }
 
-TEST(LauncherTest, ForwardsSigintToEveryRank) {
+// The launcher receives `sig` while 3 ranks wait: each must see it (and say so), and the job
+// ends with 128 + sig.
+void expect_forwarded(int sig, const std::string& trap_name, const std::string& sig_name) {
   ToolProcess p({"run", "-n", "3", "sh", "-c",
-                 "trap 'echo got-int; exit 0' INT; echo ready; sleep 30 & wait"});
+                 "trap 'echo got-" + trap_name + "; exit 0' " + trap_name +
+                     "; echo ready; sleep 30 & wait"});
   ASSERT_TRUE(p.wait_for_lines("ready", 3));
-  ::kill(p.pid(), SIGINT);
+  ::kill(p.pid(), sig);
   auto r = p.finish();
-  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  EXPECT_EQ(r.exit_code, 128 + sig);
+  EXPECT_LT(r.elapsed, milliseconds(20000));
   for (const std::string rank : {"[0] ", "[1] ", "[2] "}) {
-    EXPECT_TRUE(contains(r.out, rank + "got-int\n")) << r.out;
+    EXPECT_TRUE(contains(r.out, rank + "got-" + trap_name + "\n")) << r.out;
   }
-  EXPECT_TRUE(contains(r.err, "got SIGINT; forwarding it to all 3 ranks")) << r.err;
+  EXPECT_TRUE(contains(r.err, "got " + sig_name + "; forwarding it to all 3 ranks")) << r.err;
 }
+
+TEST(LauncherTest, ForwardsSigintToEveryRank) { expect_forwarded(SIGINT, "INT", "SIGINT"); }
+
+TEST(LauncherTest, ForwardsSigtermToEveryRank) { expect_forwarded(SIGTERM, "TERM", "SIGTERM"); }
 
 TEST(LauncherTest, TimeoutEndsTheJobWith124) {
   auto r = run_sh(2, "sleep 30", {"--timeout", "0.5"});
