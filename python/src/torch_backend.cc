@@ -593,9 +593,9 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     WorkPtr op = start_op();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // weft runs an operation on the calling thread when nothing is queued before it, so it is
-      // often done already: finish it here, sparing the hand-off to the completion thread
-      // (what is queued must finish first, in order).
+      // An operation that is done already (a point-to-point post weft ran on the calling thread,
+      // a failed start) finishes here, sparing the hand-off to the completion thread (what is
+      // queued must finish first, in order). Collectives run on weft's executor thread.
       if (!queue_.empty() || !op->test()) {
         queue_.push_back(Pending{std::move(op), work, std::move(after), std::move(keep)});
         cv_.notify_one();
