@@ -639,6 +639,8 @@ std::string CommunicatorImpl::flight_record_json() const {
     counters = {{"shm_single_copy_messages", c.single_copy_messages},
                 {"shm_single_copy_bytes", c.single_copy_bytes},
                 {"shm_single_copy_refused_peers", c.single_copy_refused}};
+  } else if (transport_ && transport_name_.starts_with("tcp")) {
+    counters = {{"tcp_unexpected_bytes_peak", transport_->counters().unexpected_bytes_peak}};
   }
   lock.unlock();
   return recorder_->to_json(rank(), size(), transport_name_, counters);

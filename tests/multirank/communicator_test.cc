@@ -276,7 +276,8 @@ TEST_P(CommunicatorTest, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
   Options o = test_options();
   o.eager_threshold = 16 * 1024;
   o.eager_credit_bytes = 64 * 1024;  // only 4 eager messages may be parked at the receiver
-  run_comm_ranks(2, o, [](Communicator& c) {
+  const bool tcp = GetParam() == TransportKind::tcp;
+  run_comm_ranks(2, o, [tcp](Communicator& c) {
     constexpr int kMessages = 200;
     if (c.rank() == 0) {
       std::vector<std::vector<int32_t>> msgs(kMessages, std::vector<int32_t>(4096));
@@ -293,6 +294,13 @@ TEST_P(CommunicatorTest, SenderFarAheadStaysWithinCreditsAndLosesNothing) {
         ASSERT_TRUE(c.recv(in.data(), in.size() * 4, 0, 5).ok());
         ASSERT_EQ(in[0], i);  // same tag: arrival order is send order
         ASSERT_EQ(in[4095], i);
+      }
+      if (tcp) {
+        // The messages that arrived before their receives were held within the credit.
+        const auto record = nlohmann::json::parse(c.flight_record_json());
+        const uint64_t peak = record["transport_counters"]["tcp_unexpected_bytes_peak"];
+        EXPECT_GT(peak, 0u);
+        EXPECT_LE(peak, 64u * 1024);
       }
     }
   });

@@ -94,6 +94,16 @@ std::vector<Hostile> hostile_inputs() {
   hello.type = tcp::FrameType::hello;
   hello.length = tcp::kHelloPayload;
   v.push_back({"second hello", frame(hello, tcp::kHelloPayload), "HELLO"});
+  // Eager messages nobody receives, 64 KiB each (the default eager threshold), beyond the 4 MiB
+  // credit an honest sender would have waited on: the receiver must not keep parking them.
+  tcp::FrameHeader eager;
+  eager.type = tcp::FrameType::eager;
+  eager.tag = p2p_tag(1);
+  eager.length = 64 << 10;
+  const std::vector<uint8_t> one = frame(eager, eager.length);
+  std::vector<uint8_t> flood;
+  for (int i = 0; i < 65; ++i) flood.insert(flood.end(), one.begin(), one.end());
+  v.push_back({"eager beyond the credit", flood, "beyond its 4194304-byte credit"});
   return v;
 }
 

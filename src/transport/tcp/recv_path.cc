@@ -297,6 +297,22 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
           return flush(p, *p.conns[0]);
         }
       } else {
+        if (h.type == FrameType::eager && !is_self(p)) {
+          // An honest sender spends credits we granted and gets them back only once we consumed
+          // its messages, so what it parks here stays within the credit.
+          if (p.unexpected_bytes + bytes > options_.eager_credit_bytes) {
+            return Status(ErrorCode::protocol,
+                          fmt::format("rank {}: rank {} sent {} bytes of eager messages ahead of "
+                                      "their receives, beyond its {}-byte credit",
+                                      rank_, p.rank, p.unexpected_bytes + bytes,
+                                      options_.eager_credit_bytes));
+          }
+          p.unexpected_bytes += bytes;
+          const uint64_t now = unexpected_now_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+          uint64_t peak = unexpected_peak_.load(std::memory_order_relaxed);
+          while (now > peak && !unexpected_peak_.compare_exchange_weak(peak, now)) {
+          }
+        }
         Unexpected* u = new_unexpected();
         u->type = h.type;
         u->tag = h.tag;
@@ -420,7 +436,11 @@ void TcpTransport::deliver_unexpected(Peer& p, Unexpected* u, Request* r) {
     return;
   }
   if (u->bytes > 0) std::memcpy(r->buf, u->data, u->bytes);
-  if (!is_self(p)) p.credits_to_return += u->bytes;
+  if (!is_self(p)) {
+    p.credits_to_return += u->bytes;
+    p.unexpected_bytes -= u->bytes;
+    unexpected_now_.fetch_sub(u->bytes, std::memory_order_relaxed);
+  }
   if (u->data != nullptr) pool_.release(u->data, u->bytes);
   free_unexpected(u);
   r->complete(Status());

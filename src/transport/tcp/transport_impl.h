@@ -98,6 +98,7 @@ struct Peer {
   std::vector<Request*> expected;                   // our receives waiting for DATA
   size_t send_credits = 0;
   size_t credits_to_return = 0;
+  size_t unexpected_bytes = 0;  // eager payloads parked in `unexpected` (at most our credit)
   uint64_t next_msg_id = 0;
   std::atomic<bool> caller_reading{false};  // a waiting caller reads this peer's sockets
   // Liveness: reads and writes that moved bytes (changes matter, not values), and whether the
@@ -148,6 +149,11 @@ class TcpTransport final : public Transport {
   Status heartbeat(std::chrono::steady_clock::time_point now,
                    std::chrono::milliseconds peer_timeout) override;
   std::vector<int> lost_peers() const override;
+  TransportCounters counters() const override {
+    TransportCounters c;
+    c.unexpected_bytes_peak = unexpected_peak_.load(std::memory_order_relaxed);
+    return c;
+  }
 
   void close_gracefully(std::chrono::milliseconds timeout);
   void close(std::chrono::milliseconds timeout) override { close_gracefully(timeout); }
@@ -192,6 +198,8 @@ class TcpTransport final : public Transport {
   mutable std::mutex err_mu_;
   Status error_;                       // guarded by err_mu_
   std::atomic<bool> failed_{false};
+  std::atomic<uint64_t> unexpected_now_{0};   // parked eager bytes, all peers
+  std::atomic<uint64_t> unexpected_peak_{0};
 
   std::mutex fp_mu_;
   Fingerprint current_;                // guarded by fp_mu_
