@@ -3,8 +3,10 @@
 # sizes, iterations and timing rule (max over ranks of the mean time).
 #
 #   bench/compare.sh [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-i ITERS] [-w WARMUP]
-#                    [-r ROUNDS] [-t tcp|shm] [--build-dir DIR] [--no-setup]
+#                    [-s SMALL_ITERS] [-r ROUNDS] [-t tcp|shm] [--build-dir DIR] [--no-setup]
 #
+# Sizes below 1 MiB run SMALL_ITERS iterations (default 1000, after a tenth of that as warm-up):
+# ten calls of a few microseconds each measure start-up skew and scheduler noise, not the library.
 # -t tcp (default): weft and Open MPI over TCP on loopback. -t shm: weft over shared memory
 # against Open MPI's shared-memory BTL (vader) twice, as shipped ("mpi") and with glibc's mmap
 # threshold disabled so its per-call buffers are reused ("mpi-nommap"), and single-thread memcpy of
@@ -17,11 +19,11 @@
 # the build directory (compare-NAME.rK.txt). Figures vary with load: compare ratios of one run.
 set -euo pipefail
 
-ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 latency_iters=5000 rounds=3 transport=tcp
+ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 small_iters=1000 latency_iters=5000 rounds=3 transport=tcp
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-compare"
 setup=1
-usage() { sed -n '4,11p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
@@ -30,6 +32,7 @@ while [ $# -gt 0 ]; do
     -f) factor="$2"; shift 2 ;;
     -i) iters="$2"; shift 2 ;;
     -w) warmup="$2"; shift 2 ;;
+    -s) small_iters="$2"; shift 2 ;;
     -r) rounds="$2"; shift 2 ;;
     -t) transport="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
@@ -87,29 +90,58 @@ run() {
   fi
 }
 
-sweep=(-b "$min" -e "$max" -f "$factor" -n "$iters" -w "$warmup")
+# SIZE with an optional K/M/G suffix, in bytes.
+bytes() {
+  local v="${1,,}"
+  local n="${v%%[kmg]*}"
+  case "$v" in *k*) echo $((n << 10)) ;; *m*) echo $((n << 20)) ;; *g*) echo $((n << 30)) ;;
+    *) echo "$n" ;; esac
+}
+# The sizes of the sweep, split at 1 MiB: the small ones get more iterations.
+small=() sweep=()
+last_small="" first_large=""
+lo="$(bytes "$min")" hi="$(bytes "$max")"
+if [ "$lo" -lt 1 ] || [ "$factor" -lt 2 ]; then
+  echo "compare.sh: -b must be at least 1 and -f at least 2" >&2; exit 2
+fi
+for ((s = lo; s <= hi; s *= factor)); do
+  if [ "$s" -lt $((1 << 20)) ]; then last_small="$s"; elif [ -z "$first_large" ]; then first_large="$s"; fi
+done
+if [ -n "$last_small" ]; then
+  small=(-b "$lo" -e "$last_small" -f "$factor" -n "$small_iters" -w $((small_iters / 10 + 1)))
+fi
+if [ -n "$first_large" ]; then
+  sweep=(-b "$first_large" -e "$hi" -f "$factor" -n "$iters" -w "$warmup")
+fi
 # Thousands of calls: runs of a few hundred sub-microsecond calls are mostly start-up skew.
 latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 200)
 launch() { WEFT_TRANSPORT="$transport" "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
 for round in $(seq 1 "$rounds"); do
   # Gloo's FileStore wants existing, empty directories.
-  rm -rf "$store_dir/sweep" "$store_dir/lat" && mkdir -p "$store_dir/sweep" "$store_dir/lat"
-  run weft launch "$weft" bench allreduce "${sweep[@]}" --check
+  rm -rf "$store_dir/lat" && mkdir -p "$store_dir/lat"
+  for part in small large; do
+    if [ "$part" = small ]; then args=("${small[@]}") suffix=-small; else args=("${sweep[@]}") suffix=""; fi
+    [ "${#args[@]}" -gt 0 ] || continue
+    rm -rf "$store_dir/sweep" && mkdir -p "$store_dir/sweep"
+    run "weft$suffix" launch "$weft" bench allreduce "${args[@]}" --check
+    run "mpi$suffix" timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${args[@]}"
+    if [ "$transport" = shm ]; then
+      run "mpi-nommap$suffix" timeout "$limit" "${mpirun_cmd[@]}" "${nommap[@]}" "$mpi_prog" "${args[@]}"
+    fi
+    run "gloo$suffix" launch "$gloo_prog" --store "$store_dir/sweep" "${args[@]}"
+  done
   run weft-lat launch "$weft" bench allreduce "${latency[@]}"
-  run mpi timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${sweep[@]}"
   run mpi-lat timeout "$limit" "${mpirun_cmd[@]}" "$mpi_prog" "${latency[@]}"
+  run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
   if [ "$transport" = shm ]; then
-    run mpi-nommap timeout "$limit" "${mpirun_cmd[@]}" "${nommap[@]}" "$mpi_prog" "${sweep[@]}"
     run memcpy "$reduce_bench" --benchmark_filter='BM_memcpy/67108864$' --benchmark_min_time=0.5
   fi
-  run gloo launch "$gloo_prog" --store "$store_dir/sweep" "${sweep[@]}"
-  run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
 done
 
-# Data rows of every round of one output as "size time busbw wrong" (out-of-place columns),
-# launcher prefix off.
+# Data rows of every round of one output (both parts of the sweep) as "size time busbw wrong"
+# (out-of-place columns), launcher prefix off.
 rows() {
-  cat "$build"/compare-"$1".r*.txt 2>/dev/null | sed -E 's/^\[[0-9]+\] //' |
+  { cat "$build"/compare-"$1".r*.txt "$build"/compare-"$1"-small.r*.txt 2>/dev/null || true; } | sed -E 's/^\[[0-9]+\] //' |
     awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8, $9 }'
 }
 
@@ -135,7 +167,8 @@ else
   echo "allreduce f32 sum, $ranks ranks, weft and mpi over shared memory (gloo: TCP loopback), out of"
   echo "place; busbw in GB/s (higher is better), mpi-nm: Open MPI with glibc's mmap threshold off,"
 fi
-echo "computed from the median over $rounds rounds of the mean time: size / time * 2(n-1)/n"
+echo "computed from the median over $rounds rounds of the mean time: size / time * 2(n-1)/n;"
+echo "$small_iters iterations per size below 1 MiB, $iters from 1 MiB up"
 echo "weft/mpi (the better Open MPI column) and weft/gloo: busbw ratios (> 1: weft faster)." \
   "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"

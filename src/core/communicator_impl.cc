@@ -638,7 +638,8 @@ std::string CommunicatorImpl::flight_record_json() const {
     const TransportCounters c = transport_->counters();
     counters = {{"shm_single_copy_messages", c.single_copy_messages},
                 {"shm_single_copy_bytes", c.single_copy_bytes},
-                {"shm_single_copy_refused_peers", c.single_copy_refused}};
+                {"shm_single_copy_refused_peers", c.single_copy_refused},
+                {"shm_cpu_moves", c.cpu_moves}};
   } else if (transport_ && transport_name_.starts_with("tcp")) {
     counters = {{"tcp_unexpected_bytes_peak", transport_->counters().unexpected_bytes_peak}};
   }

@@ -115,6 +115,7 @@ struct TransportCounters {
   uint64_t single_copy_messages = 0;  // received by reading the sender's memory (shm)
   uint64_t single_copy_bytes = 0;
   uint64_t single_copy_refused = 0;   // peers whose memory the kernel refused to let us read
+  uint64_t cpu_moves = 0;  // times this rank moved to a less crowded CPU (shm, oversubscribed)
   // Eager payloads that arrived before their receive and wait in staging memory (TCP): the most
   // bytes held at once, over all peers. Credits bound it by eager_credit_bytes per peer.
   uint64_t unexpected_bytes_peak = 0;

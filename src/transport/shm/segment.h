@@ -91,6 +91,9 @@ struct SegmentHeader {
   // Bumped by the owner's watchdog every peer_timeout/5; peers that see it stand still for
   // peer_timeout declare the owner failed (stopped, frozen).
   alignas(64) std::atomic<uint64_t> heartbeat{0};
+  // The CPU the owner last waited on (sched_getcpu), -1 before its first wait. Ranks that
+  // outnumber the CPUs read each other's to even out how many share a CPU (ShmTransport).
+  alignas(64) std::atomic<int32_t> cpu{-1};
 };
 static_assert(sizeof(SegmentHeader) <= kPage);
 

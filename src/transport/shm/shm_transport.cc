@@ -53,6 +53,42 @@ constexpr auto kSpinShared = std::chrono::microseconds(50);
 // the last thing moved.
 constexpr auto kServeSpin = std::chrono::milliseconds(1);
 
+// Waiting ranks that outnumber the CPUs look this often at which CPU each rank of the host last
+// waited on (SegmentHeader::cpu), and the highest rank on a CPU that holds more than its share
+// moves itself to one that holds less (spread_out).
+constexpr auto kSpreadEvery = std::chrono::milliseconds(2);
+
+}  // namespace
+}  // namespace shm
+
+int spread_target(int rank, std::span<const int> cpu_of_rank, const cpu_set_t& allowed) {
+  const int ranks = static_cast<int>(cpu_of_rank.size());
+  const int cpus = CPU_COUNT(&allowed);
+  if (rank < 0 || rank >= ranks || cpus < 2) return -1;
+  const int mine = cpu_of_rank[static_cast<size_t>(rank)];
+  std::vector<int> per_cpu(CPU_SETSIZE, 0);
+  for (int r = 0; r < ranks; ++r) {
+    const int cpu = cpu_of_rank[static_cast<size_t>(r)];
+    if (cpu < 0 || cpu >= CPU_SETSIZE) return -1;  // not every rank has waited yet
+    ++per_cpu[static_cast<size_t>(cpu)];
+    if (cpu == mine && r > rank) return -1;  // the highest rank on a CPU moves: one at a time
+  }
+  if (!CPU_ISSET(mine, &allowed) || per_cpu[static_cast<size_t>(mine)] <= (ranks + cpus - 1) / cpus) {
+    return -1;
+  }
+  int target = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed) || per_cpu[static_cast<size_t>(cpu)] >= ranks / cpus) continue;
+    if (target < 0 || per_cpu[static_cast<size_t>(cpu)] < per_cpu[static_cast<size_t>(target)]) {
+      target = cpu;
+    }
+  }
+  return target;
+}
+
+namespace shm {
+namespace {
+
 // CPUs this process may run on.
 int usable_cpus() {
   cpu_set_t set;
@@ -237,6 +273,7 @@ class ShmTransport final : public Transport {
     c.single_copy_messages = single_copy_messages_.load(std::memory_order_relaxed);
     c.single_copy_bytes = single_copy_bytes_.load(std::memory_order_relaxed);
     c.single_copy_refused = single_copy_refused_.load(std::memory_order_relaxed);
+    c.cpu_moves = cpu_moves_.load(std::memory_order_relaxed);
     return c;
   }
   size_t shared_capacity() const override { return kDirectBytes; }
@@ -296,6 +333,9 @@ class ShmTransport final : public Transport {
   void sleep_unless(Done done, Clock::duration limit);
   void watch_loop();
   void note_p2p();
+  // Oversubscribed waits: publishes this thread's CPU and, when the host's ranks crowd one CPU
+  // while another has fewer than its share, moves this thread if it is the one to move.
+  void spread_out(Clock::time_point now);
 
   const int rank_;
   const int size_;
@@ -306,6 +346,9 @@ class ShmTransport final : public Transport {
   const size_t max_chunk_;
   const size_t cma_threshold_;  // sends at least this large offer to be read in place (0: none)
   const bool oversubscribed_;  // more ranks on this host than usable CPUs: spin briefly, yield
+  Clock::time_point next_spread_{};  // spread_out()'s next look (waiting threads only)
+  std::vector<int> cpu_of_rank_;     // spread_out()'s view of where the ranks wait
+  std::atomic<uint64_t> cpu_moves_{0};
   // False: the progress thread also serves operations and wait() just sleeps on the completion
   // (ShmTransportConfig::caller_progress).
   const bool caller_progress_;
@@ -1152,6 +1195,7 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     const auto idle = now - idle_since;
     if (!oversubscribed_ && idle < kSpinAlone) continue;
     if (oversubscribed_ && idle < kSpinShared) {
+      spread_out(now);
       std::this_thread::yield();
       continue;
     }
@@ -1192,11 +1236,38 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
     const auto idle = now - idle_since;
     if (!oversubscribed_ && idle < kSpinAlone) continue;
     if (oversubscribed_ && idle < kSpinShared) {
+      spread_out(now);
       std::this_thread::yield();
       continue;
     }
     sleep_unless(ready, std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
   }
+}
+
+void ShmTransport::spread_out(Clock::time_point now) {
+  if (now < next_spread_) return;
+  next_spread_ = now + kSpreadEvery;
+  const int mine = ::sched_getcpu();
+  if (mine < 0 || mine >= CPU_SETSIZE) return;
+  own_->header().cpu.store(mine, std::memory_order_relaxed);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  cpu_of_rank_.resize(peers_.size());
+  for (const auto& p : peers_) {
+    cpu_of_rank_[static_cast<size_t>(p->rank)] =
+        p->rank == rank_ ? mine : p->hdr->cpu.load(std::memory_order_relaxed);
+  }
+  const int target = spread_target(rank_, cpu_of_rank_, allowed);
+  if (target < 0) return;
+  // Pinning moves this thread at once; the old mask back leaves it there, free to move again.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(target, &one);
+  if (::sched_setaffinity(0, sizeof(one), &one) != 0) return;
+  own_->header().cpu.store(target, std::memory_order_relaxed);
+  cpu_moves_.fetch_add(1, std::memory_order_relaxed);
+  ::sched_setaffinity(0, sizeof(allowed), &allowed);
 }
 
 Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_point deadline) {
