@@ -36,6 +36,11 @@ class WEFT_API Store {
   virtual Result<bool> check(const std::vector<std::string>& keys) = 0;
   // Removes key; ok whether or not it existed.
   virtual Status erase(std::string_view key) = 0;
+  // Waits until every key exists (up to timeout) and returns their values in the order of `keys`.
+  // The TCP store answers in one round trip (a job's set-up reads every rank's address this way:
+  // one request per rank, not one per pair); the default asks for one key after the other.
+  virtual Result<std::vector<Bytes>> multi_get(const std::vector<std::string>& keys,
+                                               std::chrono::milliseconds timeout);
 
   Status set(std::string_view key, std::string_view value) {
     return set(key, Bytes(value.begin(), value.end()));

@@ -26,6 +26,10 @@ class PrefixStore final : public Store {
     return inner_->check(full(keys));
   }
   Status erase(std::string_view key) override { return inner_->erase(full(key)); }
+  Result<std::vector<Bytes>> multi_get(const std::vector<std::string>& keys,
+                                       std::chrono::milliseconds timeout) override {
+    return inner_->multi_get(full(keys), timeout);
+  }
 
  private:
   std::string full(std::string_view key) const {

@@ -1,10 +1,38 @@
 #include "rendezvous/store_common.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 
 namespace weft {
+
+Result<std::vector<std::string>> gather_records(Store& store, const std::vector<int>& ranks,
+                                                const std::function<std::string(int)>& key_of,
+                                                std::chrono::milliseconds timeout) {
+  std::vector<std::string> keys;
+  keys.reserve(ranks.size());
+  for (int r : ranks) keys.push_back(key_of(r));
+  Result<std::vector<Bytes>> values = store.multi_get(keys, timeout);
+  if (!values.ok()) {
+    // Name the ranks still missing (a look per key, only on this error path).
+    std::vector<int> missing;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      Result<bool> there = store.check({keys[i]});
+      if (there.ok() && !there.value()) missing.push_back(ranks[i]);
+    }
+    if (missing.empty()) return values.status();
+    const size_t shown = std::min<size_t>(missing.size(), 16);
+    return values.status().with_context(fmt::format(
+        "nothing from rank{} {}{}", missing.size() == 1 ? "" : "s",
+        fmt::join(missing.begin(), missing.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
+        missing.size() > shown ? fmt::format(" and {} more", missing.size() - shown) : ""));
+  }
+  std::vector<std::string> out;
+  out.reserve(values->size());
+  for (auto& v : values.value()) out.emplace_back(v.begin(), v.end());
+  return out;
+}
 
 Result<int64_t> add_to_value(std::string_view key, const Bytes* current, int64_t delta,
                              Bytes* out) {

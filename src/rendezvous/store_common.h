@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,6 +32,13 @@ std::string format_ms(std::chrono::milliseconds ms);
 inline std::chrono::milliseconds clamp_timeout(std::chrono::milliseconds t) {
   return t.count() < 0 ? std::chrono::milliseconds(0) : t;
 }
+
+// The values the ranks in `ranks` published under key_of(rank), in that order, in one request to
+// the store (Store::multi_get). When they do not all come within `timeout`, the error says which
+// ranks had not published theirs.
+Result<std::vector<std::string>> gather_records(Store& store, const std::vector<int>& ranks,
+                                                const std::function<std::string(int)>& key_of,
+                                                std::chrono::milliseconds timeout);
 
 // Deadline now + timeout that cannot overflow the clock.
 StoreClock::time_point deadline_after(std::chrono::milliseconds timeout);

@@ -97,6 +97,22 @@ class TcpStoreClient final : public Store {
     return r->flag;
   }
 
+  Result<std::vector<Bytes>> multi_get(const std::vector<std::string>& keys,
+                                       milliseconds timeout) override {
+    Request req;
+    req.command = Command::multi_get;
+    WEFT_RETURN_IF_ERROR(check_keys(keys, req));
+    req.keys = keys;
+    Result<Reply> r = call(std::move(req), timeout, quote_keys(keys));
+    if (!r.ok()) return r.status();
+    if (r->values.size() != keys.size()) {
+      return Status(ErrorCode::protocol,
+                    fmt::format("tcp store {}: multi_get({}): {} values in the reply to {} keys",
+                                where_, quote_keys(keys), r->values.size(), keys.size()));
+    }
+    return std::move(r->values);
+  }
+
   Status erase(std::string_view key) override {
     Request req;
     req.command = Command::erase;
@@ -132,7 +148,8 @@ class TcpStoreClient final : public Store {
   Result<Reply> call(Request req, milliseconds timeout, const std::string& what) {
     timeout = clamp_timeout(timeout);
     const auto deadline = deadline_after(timeout);
-    const bool waits = req.command == Command::get || req.command == Command::wait;
+    const bool waits = req.command == Command::get || req.command == Command::wait ||
+                       req.command == Command::multi_get;
     const auto connect_deadline =
         std::max(deadline, deadline_after(std::min(default_timeout_, kMinConnectWindow)));
     Result<Fd> fd = take_connection(connect_deadline);

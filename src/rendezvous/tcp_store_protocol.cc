@@ -84,7 +84,7 @@ class Reader {
 };
 
 bool known_command(uint8_t c) {
-  return c >= static_cast<uint8_t>(Command::ping) && c <= static_cast<uint8_t>(Command::erase);
+  return c >= static_cast<uint8_t>(Command::ping) && c <= static_cast<uint8_t>(Command::multi_get);
 }
 
 Status read_keys(Reader& r, std::vector<std::string>* keys) {
@@ -130,6 +130,7 @@ Status parse_request_payload(std::span<const uint8_t> payload, Request* req) {
       req->delta = static_cast<int64_t>(u);
       break;
     case Command::wait:
+    case Command::multi_get:
       WEFT_RETURN_IF_ERROR(read_keys(r, &req->keys));
       if (!r.u64(&req->timeout_ms)) return protocol_error("truncated timeout");
       break;
@@ -165,6 +166,8 @@ const char* to_string(Command c) {
       return "check";
     case Command::erase:
       return "erase";
+    case Command::multi_get:
+      return "multi_get";
   }
   return "unknown";
 }
@@ -221,9 +224,10 @@ Bytes encode_request(const Request& req) {
       break;
     case Command::wait:
     case Command::check:
+    case Command::multi_get:
       w.u32(static_cast<uint32_t>(req.keys.size()));
       for (const auto& k : req.keys) w.bytes(k);
-      if (req.command == Command::wait) w.u64(req.timeout_ms);
+      if (req.command != Command::check) w.u64(req.timeout_ms);
       break;
     case Command::erase:
       w.bytes(req.key);
@@ -251,6 +255,10 @@ Bytes encode_reply(Command command, const Reply& reply) {
         break;
       case Command::check:
         w.u8(reply.flag ? 1 : 0);
+        break;
+      case Command::multi_get:
+        w.u32(static_cast<uint32_t>(reply.values.size()));
+        for (const auto& v : reply.values) w.bytes(v);
         break;
       case Command::set:
       case Command::wait:
@@ -303,7 +311,7 @@ Result<Reply> decode_reply(Command command, std::span<const uint8_t> payload) {
     WEFT_RETURN_IF_ERROR(r.sized("error message", kMaxMessageBytes, &message));
     reply = Reply::failure(static_cast<ErrorCode>(error), std::move(message));
   } else if (code == static_cast<uint8_t>(ReplyCode::timeout)) {
-    if (command != Command::get && command != Command::wait) {
+    if (command != Command::get && command != Command::wait && command != Command::multi_get) {
       return protocol_error(fmt::format("timeout reply to {}", to_string(command)));
     }
     reply = Reply::timed_out();
@@ -326,6 +334,17 @@ Result<Reply> decode_reply(Command command, std::span<const uint8_t> payload) {
       case Command::check:
         if (!r.u8(&v8) || v8 > 1) return protocol_error("bad check reply");
         reply.flag = v8 == 1;
+        break;
+      case Command::multi_get:
+        if (!r.u32(&v32)) return protocol_error("truncated multi_get reply");
+        if (v32 > kMaxKeysPerRequest) {
+          return protocol_error(
+              fmt::format("{} values in a multi_get reply (limit {})", v32, kMaxKeysPerRequest));
+        }
+        // Every value takes at least its 4-byte length: bounds the reservation by real bytes.
+        if (r.remaining() / 4 < v32) return protocol_error("truncated multi_get reply");
+        reply.values.resize(v32);
+        for (auto& v : reply.values) WEFT_RETURN_IF_ERROR(r.sized("value", kMaxValueBytes, &v));
         break;
       case Command::set:
       case Command::wait:

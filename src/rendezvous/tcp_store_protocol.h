@@ -39,7 +39,8 @@ enum class Command : uint8_t {
   add = 4,
   wait = 5,
   check = 6,
-  erase = 7
+  erase = 7,
+  multi_get = 8
 };
 const char* to_string(Command c);
 
@@ -50,8 +51,8 @@ struct Request {
   std::string key;                // set, get, add, erase
   Bytes value;                    // set
   int64_t delta = 0;              // add
-  std::vector<std::string> keys;  // wait, check
-  uint64_t timeout_ms = 0;        // get, wait
+  std::vector<std::string> keys;  // wait, check, multi_get
+  uint64_t timeout_ms = 0;        // get, wait, multi_get
 };
 
 enum class ReplyCode : uint8_t { ok = 0, timeout = 1, error = 2 };
@@ -59,6 +60,7 @@ enum class ReplyCode : uint8_t { ok = 0, timeout = 1, error = 2 };
 struct Reply {
   ReplyCode code = ReplyCode::ok;
   Bytes value;                      // ok reply to get
+  std::vector<Bytes> values;        // ok reply to multi_get, in the order of the request's keys
   int64_t integer = 0;              // ok reply to add (new value) and ping (server version)
   bool flag = false;                // ok reply to check
   ErrorCode error = ErrorCode::ok;  // error reply

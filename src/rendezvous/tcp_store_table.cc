@@ -46,7 +46,8 @@ std::optional<Reply> TcpStoreTable::handle(ConnId conn, Request req, Clock::time
       data_.erase(req.key);
       return Reply::ok();
     case Command::get:
-    case Command::wait: {
+    case Command::wait:
+    case Command::multi_get: {
       Waiter w;
       w.command = req.command;
       if (req.command == Command::get) {
@@ -83,6 +84,19 @@ bool TcpStoreTable::watch_next_missing(ConnId conn, Waiter& w) {
 Reply TcpStoreTable::answer_now(const Waiter& w) const {
   Reply r;
   if (w.command == Command::get) r.value = data_.at(w.keys.front());
+  if (w.command == Command::multi_get) {
+    // The reply must fit one frame: code, count, then each value with its length.
+    size_t bytes = 1 + 4;
+    for (const auto& k : w.keys) bytes += 4 + data_.at(k).size();
+    if (bytes > kMaxPayloadBytes) {
+      return Reply::failure(ErrorCode::invalid_argument,
+                            fmt::format("the values of {} keys take {} bytes; one reply may take "
+                                        "at most {}",
+                                        w.keys.size(), bytes, kMaxPayloadBytes));
+    }
+    r.values.reserve(w.keys.size());
+    for (const auto& k : w.keys) r.values.push_back(data_.at(k));
+  }
   return r;
 }
 
@@ -94,7 +108,10 @@ void TcpStoreTable::key_changed(const std::string& key) {
   for (ConnId conn : conns) {
     auto w = waiters_.find(conn);
     if (w == waiters_.end()) continue;
-    // A wait moves on to its next missing key; it completes when none is left.
+    // A wait moves on to its next missing key; it completes when none is left. A key seen
+    // earlier may have been erased since: then it looks again from the first.
+    if (watch_next_missing(conn, w->second)) continue;
+    w->second.watching = 0;
     if (watch_next_missing(conn, w->second)) continue;
     complete(conn, answer_now(w->second));
   }

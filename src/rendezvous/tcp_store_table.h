@@ -49,7 +49,7 @@ class TcpStoreTable {
 
  private:
   struct Waiter {
-    Command command;                // get or wait
+    Command command;                // get, wait or multi_get
     std::vector<std::string> keys;  // get: one key
     size_t watching = 0;            // index into keys of the missing key it is registered on
     Clock::time_point deadline;

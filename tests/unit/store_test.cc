@@ -260,6 +260,25 @@ TEST_P(StoreKindTest, WaitAndCheck) {
   EXPECT_TRUE(store_->wait({"w1"}, milliseconds(0)).ok());
 }
 
+TEST_P(StoreKindTest, MultiGetReturnsValuesInKeyOrderOnceAllExist) {
+  EXPECT_TRUE(store_->multi_get({}, milliseconds(0)).value().empty());
+  ASSERT_TRUE(store_->set("m2", "two").ok());
+  auto early = store_->multi_get({"m1", "m2"}, milliseconds(100));
+  EXPECT_EQ(early.status().code(), ErrorCode::timeout) << early.status().to_string();
+  auto other = harness_->client();
+  std::thread setter([&] {
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(other->set("m3", Bytes{0, 255}).ok());
+    std::this_thread::sleep_for(milliseconds(50));
+    EXPECT_TRUE(other->set("m1", "").ok());
+  });
+  auto values = store_->multi_get({"m3", "m1", "m2", "m3"}, kLong);
+  setter.join();
+  ASSERT_TRUE(values.ok()) << values.status().to_string();
+  EXPECT_EQ(values.value(), (std::vector<Bytes>{Bytes{0, 255}, Bytes{}, Bytes{'t', 'w', 'o'},
+                                                Bytes{0, 255}}));
+}
+
 TEST_P(StoreKindTest, WaitTimesOutWithinBoundedTime) {
   ASSERT_TRUE(store_->set("have", "1").ok());
   const milliseconds t(250);
@@ -579,6 +598,10 @@ std::vector<tcp_store::Request> sample_requests() {
   out[5].keys = {};
   out[6].command = Command::erase;
   out[6].key = std::string(tcp_store::kMaxKeyBytes, 'z');
+  out.emplace_back();
+  out.back().command = Command::multi_get;
+  out.back().keys = {"tcp/addr/0", "", "tcp/addr/2"};
+  out.back().timeout_ms = 30000;
   return out;
 }
 
@@ -685,7 +708,7 @@ TEST(StoreProtocolTest, RandomAndMutatedFramesNeverCrashTheParser) {
       parsed++;
     }
     // The reply parser meets hostile bytes too (on the client side).
-    auto cmd = static_cast<tcp_store::Command>(1 + rng() % 7);
+    auto cmd = static_cast<tcp_store::Command>(1 + rng() % 8);
     if (buf.size() > 4) (void)tcp_store::decode_reply(cmd, std::span(buf).subspan(4));
   }
   // The mix exercised all three outcomes.
@@ -705,6 +728,8 @@ TEST(StoreProtocolTest, RepliesRoundTrip) {
   check.flag = true;
   Reply ping;
   ping.integer = tcp_store::kVersion;
+  Reply multi;
+  multi.values = {{1}, {}, {7, 8, 9}};
   const std::vector<std::pair<Command, Reply>> cases = {
       {Command::get, get},
       {Command::add, add},
@@ -712,7 +737,10 @@ TEST(StoreProtocolTest, RepliesRoundTrip) {
       {Command::ping, ping},
       {Command::set, Reply::ok()},
       {Command::wait, Reply::timed_out()},
-      {Command::erase, Reply::failure(ErrorCode::invalid_argument, "nope")}};
+      {Command::erase, Reply::failure(ErrorCode::invalid_argument, "nope")},
+      {Command::multi_get, multi},
+      {Command::multi_get, Reply()},
+      {Command::multi_get, Reply::timed_out()}};
   for (const auto& [cmd, reply] : cases) {
     Bytes frame = tcp_store::encode_reply(cmd, reply);
     auto r = tcp_store::decode_reply(cmd, std::span(frame).subspan(4));
@@ -723,7 +751,16 @@ TEST(StoreProtocolTest, RepliesRoundTrip) {
     EXPECT_EQ(r->flag, reply.flag);
     EXPECT_EQ(r->error, reply.error);
     EXPECT_EQ(r->message, reply.message);
+    EXPECT_EQ(r->values, reply.values);
   }
+  // A multi_get reply that claims more values than its bytes can hold, or than any request may
+  // ask for, is refused before anything is allocated for them.
+  const Bytes claims_many = {0, 0xff, 0xff, 0xff, 0x7f, 0, 0, 0, 0};
+  EXPECT_EQ(tcp_store::decode_reply(Command::multi_get, claims_many).status().code(),
+            ErrorCode::protocol);
+  const Bytes claims_three = {0, 3, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(tcp_store::decode_reply(Command::multi_get, claims_three).status().code(),
+            ErrorCode::protocol);
   Bytes timeout_to_set = tcp_store::encode_reply(Command::set, Reply::timed_out());
   EXPECT_FALSE(tcp_store::decode_reply(Command::set, std::span(timeout_to_set).subspan(4)).ok());
 }

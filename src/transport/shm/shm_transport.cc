@@ -30,6 +30,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
+#include "rendezvous/store_common.h"
 #include "runtime/buffer_pool.h"
 #include "transport/shm/segment.h"
 
@@ -399,6 +400,17 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   // Our DirectSlots: written through our mapping once now, as the rings below.
   std::memset(static_cast<void*>(&own_->direct(0)), 0, 2 * kDirectSlotBytes);
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/seg/{}", rank_), name));
+  // Every peer's segment name, in one request to the store.
+  std::vector<int> others;
+  for (int r = 0; r < size_; ++r) {
+    if (r != rank_) others.push_back(r);
+  }
+  auto seg_names = gather_records(
+      store, others, [](int r) { return fmt::format("shm/seg/{}", r); }, options_.connect_timeout);
+  if (!seg_names.ok()) {
+    return seg_names.status().with_context(
+        fmt::format("rank {}: waiting for the shared-memory segments", name_));
+  }
   // Built aside and kept only once complete: a failed start leaves no half-made peers.
   std::vector<std::unique_ptr<Peer>> peers(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
@@ -407,12 +419,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
     p->name = names_[static_cast<size_t>(r)];
     p->send_credits = options_.eager_credit_bytes;
     if (r != rank_) {
-      auto peer_name = store.get_string(fmt::format("shm/seg/{}", r), options_.connect_timeout);
-      if (!peer_name.ok()) {
-        return peer_name.status().with_context(
-            fmt::format("rank {}: waiting for rank {}'s shared-memory segment", name_, names_[static_cast<size_t>(r)]));
-      }
-      auto seg = Segment::open(peer_name.value(), r, size_, token, ring_bytes_);
+      const std::string& peer_name = seg_names.value()[static_cast<size_t>(r < rank_ ? r : r - 1)];
+      auto seg = Segment::open(peer_name, r, size_, token, ring_bytes_);
       if (!seg.ok()) return seg.status().with_context(fmt::format("rank {}", name_));
       p->seg = std::move(seg.value());
       p->hdr = &p->seg->header();
@@ -437,13 +445,11 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   }
   // Every rank has mapped every segment once all are ready: the names can go.
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/ready/{}", rank_), "1"));
-  for (int r = 0; r < size_; ++r) {
-    if (r == rank_) continue;
-    auto ready = store.get(fmt::format("shm/ready/{}", r), options_.connect_timeout);
-    if (!ready.ok()) {
-      return ready.status().with_context(
-          fmt::format("rank {}: waiting for rank {} to map the shared-memory segments", name_, names_[static_cast<size_t>(r)]));
-    }
+  auto ready = gather_records(
+      store, others, [](int r) { return fmt::format("shm/ready/{}", r); }, options_.connect_timeout);
+  if (!ready.ok()) {
+    return ready.status().with_context(
+        fmt::format("rank {}: waiting for the other ranks to map the shared-memory segments", name_));
   }
   own_->unlink();
   peers_ = std::move(peers);
@@ -1579,14 +1585,12 @@ Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int 
                                                     const std::string& key,
                                                     std::chrono::milliseconds timeout) {
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/host/{}", rank), key));
-  std::vector<std::string> keys;
-  keys.reserve(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    auto k = store.get_string(fmt::format("shm/host/{}", r), timeout);
-    if (!k.ok()) {
-      return k.status().with_context(fmt::format("rank {}: waiting for rank {}'s host identity", rank, r));
-    }
-    keys.push_back(std::move(k.value()));
+  std::vector<int> ranks(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+  auto keys = gather_records(
+      store, ranks, [](int r) { return fmt::format("shm/host/{}", r); }, timeout);
+  if (!keys.ok()) {
+    return keys.status().with_context(fmt::format("rank {}: waiting for the ranks' host identities", rank));
   }
   return keys;
 }

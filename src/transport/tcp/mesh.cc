@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "rendezvous/store_common.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
 
@@ -76,20 +77,32 @@ Status send_hello(int fd, const MeshConfig& c, int index, int count) {
   return write_all(fd, buf, sizeof(buf), c.deadline);
 }
 
+// The address records of `peers`, in one request to the store.
+Result<std::vector<std::string>> read_addresses(Store& store, const MeshConfig& c,
+                                                const std::vector<int>& peers) {
+  if (peers.empty()) return std::vector<std::string>();
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      c.deadline - std::chrono::steady_clock::now());
+  auto records =
+      gather_records(store, peers, addr_key, std::max(left, std::chrono::milliseconds(1)));
+  if (!records.ok()) {
+    return records.status().with_context(fmt::format(
+        "rank {}: waiting for the addresses of ranks {}-{}", c.rank, peers.front(), peers.back()));
+  }
+  return records;
+}
+
 // Accepts every connection from higher ranks and files it by (rank, index) from its HELLO.
 Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
                   std::vector<std::vector<Fd>>& sockets, int& same_host) {
   // Each higher rank opens sockets_for() sockets to this one; its record says which host it is on.
   size_t expected = 0;
+  std::vector<int> above;
+  for (int peer = c.rank + 1; peer < c.size; ++peer) above.push_back(peer);
+  auto records = read_addresses(store, c, above);
+  if (!records.ok()) return records.status();
   for (int peer = c.rank + 1; peer < c.size; ++peer) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        c.deadline - std::chrono::steady_clock::now());
-    auto record = store.get_string(addr_key(peer), std::max(left, std::chrono::milliseconds(1)));
-    if (!record.ok()) {
-      return record.status().with_context(
-          fmt::format("rank {}: waiting for the address of rank {}", c.rank, peer));
-    }
-    auto addr = parse_address(record.value(), peer);
+    auto addr = parse_address(records.value()[static_cast<size_t>(peer - c.rank - 1)], peer);
     if (!addr.ok()) return addr.status();
     WEFT_RETURN_IF_ERROR(check_reachable(c, addr.value(), peer));
     sockets[peer].resize(static_cast<size_t>(sockets_for(c, addr->host_id)));
@@ -157,16 +170,12 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
       [&] { accept_status = accept_all(listener->get(), store, c, sockets, same_host_above); });
 
   Status connect_status;
+  std::vector<int> below;
+  for (int peer = 0; peer < c.rank; ++peer) below.push_back(peer);
+  auto records = read_addresses(store, c, below);
+  if (!records.ok()) connect_status = records.status();
   for (int peer = 0; peer < c.rank && connect_status.ok(); ++peer) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        c.deadline - std::chrono::steady_clock::now());
-    auto record = store.get_string(addr_key(peer), std::max(left, std::chrono::milliseconds(1)));
-    if (!record.ok()) {
-      connect_status = record.status().with_context(
-          fmt::format("rank {}: waiting for the address of rank {}", c.rank, peer));
-      break;
-    }
-    auto addr = parse_address(record.value(), peer);
+    auto addr = parse_address(records.value()[static_cast<size_t>(peer)], peer);
     if (!addr.ok()) {
       connect_status = addr.status();
       break;
