@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // The first byte picks the command whose reply the rest is parsed as.
   if (size > 0) {
-    auto command = static_cast<Command>(1 + data[0] % 7);
+    auto command = static_cast<Command>(1 + data[0] % 8);
     (void)decode_reply(command, in.subspan(1));
   }
   return 0;
