@@ -1,17 +1,20 @@
 // weft_process_child: a rank program for failure tests under `weft run`.
 //
-//   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort|revoke|absent] [OP]
+//   weft_process_child VICTIM ITERATIONS [kill|stop|mismatch|abort|revoke|absent|late] [OP]
 //
 // Joins through Communicator::from_env and runs ITERATIONS small collectives OP (allreduce by
 // default; also broadcast, reduce, allgather, allgatherv, reduce_scatter, gather, scatter,
 // alltoall, alltoallv, barrier). Rank VICTIM, after half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs),
 // calls a broadcast instead (mismatch), calls abort() and exits 9 (abort), calls revoke() and
 // prints the status its next collective gets (revoke), or sleeps for a minute instead of calling
-// the collective (absent: alive, but never enters it). A barrier follows the loop. The other
+// the collective (absent: alive, but never enters it), or sleeps 2 s before its first collective
+// (late: the others print how much CPU their process used while blocked in that first one, as
+// "rank R: blocked W s, cpu C s"). A barrier follows the loop. The other
 // ranks ignore SIGTERM, so the launcher's clean-up cannot hide what the library reports: each prints
 // "rank R: failed after S s: <status>" and exits 7 when an operation fails, or exits 0 when all
 // succeed. A VICTIM of -1 runs the loop to the end on every rank.
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -48,6 +51,14 @@ weft::Status run_op(weft::Communicator& c, const std::string& op, float* in, flo
   return c.allreduce(in, out, 64, DataType::fp32, ReduceOp::sum);
 }
 
+// User plus system CPU time of the whole process (every thread), in seconds.
+double process_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(u.ru_utime) + sec(u.ru_stime);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +74,7 @@ int main(int argc, char** argv) {
   const bool abort_mode = std::strcmp(mode, "abort") == 0;
   const bool revoke_mode = std::strcmp(mode, "revoke") == 0;
   const bool absent_mode = std::strcmp(mode, "absent") == 0;
+  const bool late_mode = std::strcmp(mode, "late") == 0;
   const std::string op = argc > 4 ? argv[4] : "allreduce";
   ::signal(SIGTERM, SIG_IGN);
 
@@ -101,9 +113,21 @@ int main(int argc, char** argv) {
       std::this_thread::sleep_for(std::chrono::seconds(60));
       std::_Exit(0);
     }
-    if (turn && !mismatch) ::kill(::getpid(), fault);
+    if (late_mode) {
+      if (i == 0 && rank == victim) std::this_thread::sleep_for(std::chrono::seconds(2));
+    } else if (turn && !mismatch) {
+      ::kill(::getpid(), fault);
+    }
+    const double cpu0 = process_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
     weft::Status st = turn && mismatch ? comm.value()->broadcast(in, 64, weft::DataType::fp32, 0)
                                        : run_op(*comm.value(), this_op, in, out);
+    if (late_mode && i == 0 && rank != victim) {
+      const std::chrono::duration<double> blocked = std::chrono::steady_clock::now() - t0;
+      std::printf("rank %d: blocked %.3f s, cpu %.3f s\n", rank, blocked.count(),
+                  process_cpu_seconds() - cpu0);
+      std::fflush(stdout);
+    }
     if (!st.ok()) {
       std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
       std::printf("rank %d: failed after %.1f s: %s\n", rank, elapsed.count(),

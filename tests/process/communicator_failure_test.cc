@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
+
 #include "process/tool_process.h"
 
 namespace weft::test {
@@ -96,6 +98,33 @@ TEST(CommunicatorFailureTest, AbortOnOneRankEndsTheOthers) {
   EXPECT_TRUE(contains(r.out, "the test asked rank 2 to abort") || contains(r.out, "rank 2"))
       << r.out;
 }
+
+// Four ranks on a 2-core machine, one of them 2 s late to the first allreduce: the three that
+// wait for it sleep (issue 2's performance section), so their processes, every thread counted,
+// use a small fraction of a core while blocked.
+class BlockedRanksSleepTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(BlockedRanksSleepTest, WaitingProcessesUseLittleCpu) {
+  ::setenv("WEFT_TRANSPORT", GetParam(), 1);
+  auto r = run_tool({"run", "-n", "4", "--timeout", "60", WEFT_CHILD_PATH, "3", "10", "late"});
+  ::unsetenv("WEFT_TRANSPORT");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  int reports = 0;
+  for (const std::string& line : r.out_lines()) {
+    double blocked = 0, cpu = 0;
+    const size_t at = line.find(": blocked ");
+    if (at == std::string::npos ||
+        std::sscanf(line.c_str() + at, ": blocked %lf s, cpu %lf s", &blocked, &cpu) != 2) {
+      continue;
+    }
+    ++reports;
+    EXPECT_GT(blocked, 1.0) << line;  // it did wait for the late rank
+    EXPECT_LT(cpu, 0.2 * blocked) << line;
+  }
+  EXPECT_EQ(reports, 3) << r.out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, BlockedRanksSleepTest, ::testing::Values("tcp", "shm"));
 
 // Two pretend hosts with two ranks each: rank 1 dies inside an alltoall (flat; transport=shm:
 // shared memory to rank 0, TCP to ranks 2 and 3) or an allreduce (hierarchical: shared memory
