@@ -19,6 +19,33 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
 
+# free_port_pair: a port P where P and P+1 are both free on every address, drawn below the
+# kernel's ephemeral range so the other tests' port-0 sockets cannot take P+1 meanwhile
+# (torchrun's agent store takes P, weft's store P+1).
+free_port_pair() {
+  /usr/bin/python3 - <<'PY'
+import random, socket
+lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    p = random.randrange(10000, max(10001, lo - 2))
+    socks = []
+    try:
+        for q in (p, p + 1):
+            s = socket.socket()
+            s.bind(("", q))
+            socks.append(s)
+    except OSError:
+        continue
+    finally:
+        for s in socks:
+            s.close()
+    print(p)
+    break
+else:
+    raise SystemExit("no free port pair")
+PY
+}
+
 # check NAME RULE LOG: every rank printed "all N allreduces done" and the log names RULE.
 check() {
   name=$1 rule=$2 log=$3 ranks=$4
@@ -68,7 +95,7 @@ fi
 
 if [ -x /usr/bin/torchrun ]; then
   # Debian's torch 1.13 on Python 3.11 cannot parse --redirects/--tee 0, so pass 1.
-  port=$(free_port)
+  port=$(free_port_pair)
   timeout 180 /usr/bin/torchrun --no_python --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 \
     --master_port "$port" --redirects 1 --tee 1 "$child" -1 5 > "$dir/torchrun.log" 2>&1
   check torchrun-agent-store "torchrun (agent store; weft store on MASTER_PORT+1" \
