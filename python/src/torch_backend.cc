@@ -1,10 +1,12 @@
 // weft._weft_torch: the c10d ProcessGroup behind torch.distributed's backend "weft".
 //
 // Every torch call starts the matching asynchronous weft operation on the calling thread (so
-// operations start in call order on every rank) and returns a Work. One completion thread per
-// process group waits for weft's operations in that order, copies results into tensors that were
-// not contiguous or came as lists, and then completes the Work and its Future (DDP waits on the
-// Future). Rendezvous goes through the c10d Store torch passes in; no extra port is opened.
+// operations start in call order on every rank) and returns a Work. A collective's Work is
+// completed by the thread that finishes the collective (weft's executor, or the thread that
+// waits on the Work when weft had not started it yet: then no thread hand-off at all); one
+// completion thread per process group waits for point-to-point operations in call order.
+// Completing copies results into tensors that were not contiguous or came as lists, then
+// completes the Work and its Future (DDP waits on the Future). Rendezvous goes through the c10d Store torch passes in; no extra port is opened.
 //
 // All torch-facing code lives in this one translation unit: torch headers are expensive to
 // compile (see PLATFORM.md).
@@ -16,6 +18,7 @@
 #include <pybind11/chrono.h>
 
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -178,6 +181,15 @@ class WeftWork final : public c10d::Work {
   }
 
   std::vector<at::Tensor> result() override { return outputs_; }
+
+  // Waiting without a timeout on a collective weft has not started yet runs it on this thread
+  // (Work::wait), sparing the hand-offs to weft's executor and back.
+  bool wait(std::chrono::milliseconds timeout) override {
+    if (timeout == kNoTimeout && op_) (void)op_->wait();
+    return c10d::Work::wait(timeout);
+  }
+  // The collective behind this Work (it completes this Work when it finishes).
+  void set_op(WorkPtr op) { op_ = std::move(op); }
   int sourceRank() const override { return source_; }  // the sender of a receive
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
@@ -198,6 +210,7 @@ class WeftWork final : public c10d::Work {
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   int source_ = -1;
+  WorkPtr op_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -591,23 +604,31 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
                                        Start&& start_op) {
     auto work = c10::make_intrusive<WeftWork>(rank_, type, std::move(outputs));
     WorkPtr op = start_op();
+    // A collective completes the Work from the thread that finishes it (weft's executor, or a
+    // thread that waits for it); a point-to-point operation from the completion thread.
+    auto p = std::make_shared<Pending>(Pending{op, work, std::move(after), std::move(keep)});
+    if (op->on_done([p](const Status& st) { finish(*p, st); })) {
+      work->set_op(std::move(op));
+      return work;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       // An operation that is done already (a point-to-point post weft ran on the calling thread,
       // a failed start) finishes here, sparing the hand-off to the completion thread (what is
       // queued must finish first, in order). Collectives run on weft's executor thread.
       if (!queue_.empty() || !op->test()) {
-        queue_.push_back(Pending{std::move(op), work, std::move(after), std::move(keep)});
+        queue_.push_back(std::move(*p));
         cv_.notify_one();
         return work;
       }
     }
-    finish(Pending{std::move(op), work, std::move(after), std::move(keep)});
+    finish(*p, op->wait());
     return work;
   }
 
-  static void finish(const Pending& p) {
-    Status st = p.op->wait();
+  // Copies the result into place and completes the Work. Runs on weft's threads too, so nothing
+  // escapes it (the Future's callbacks run inside complete()).
+  static void finish(const Pending& p, Status st) {
     if (st.ok() && p.after) {
       try {
         p.after();
@@ -615,7 +636,13 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
         st = Status(ErrorCode::internal, std::string("copying the result: ") + e.what());
       }
     }
-    p.work->complete(st, p.op->source());
+    try {
+      p.work->complete(st, p.op->source());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "weft: completing a torch Work: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "weft: completing a torch Work: unknown exception\n");
+    }
   }
 
   void complete_loop() {
@@ -628,7 +655,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
         p = std::move(queue_.front());
         queue_.pop_front();
       }
-      finish(p);
+      finish(p, p.op->wait());
     }
   }
 

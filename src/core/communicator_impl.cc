@@ -28,6 +28,15 @@
 namespace weft {
 namespace {
 
+// How long an operation queued while the executor sleeps waits for a caller to run it (Work::wait
+// without a timeout) before the executor wakes and starts it: between these, far below the
+// compute it overlaps with. The delay halves when the executor wakes to work nobody waited for
+// (callers compute meanwhile) and doubles when it finds the work run already (callers wait at
+// once, as in a loop of small blocking torch calls: then its wakes, each a context switch that
+// delays the next call, become rare).
+constexpr auto kMinExecutorDelay = std::chrono::microseconds(50);
+constexpr auto kMaxExecutorDelay = std::chrono::microseconds(1600);
+
 // Agree on a random communicator token through the store (rank 0 draws it).
 Result<uint64_t> agree_token(Store& store, int rank, std::chrono::milliseconds timeout) {
   if (rank == 0) {
@@ -81,6 +90,11 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   if (!store) return Status(ErrorCode::invalid_argument, "a Store is required");
   log::set_level(options.log_level);
   std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
+  c->runner_ = std::make_shared<QueueRunner>();
+  c->runner_->impl = c.get();
+  Result<Alarm> alarm = Alarm::create();
+  if (!alarm.ok()) return alarm.status();
+  c->alarm_ = std::move(alarm).value();
   c->options_ = options;
   c->store_ = std::move(store);
   c->server_ = std::move(server);
@@ -372,12 +386,26 @@ Status CommunicatorImpl::execute_unlocked(std::unique_lock<std::mutex>& lock, Op
   Status st = execute(op);
   lock.lock();
   running_ = false;
-  cv_.notify_all();
+  // Waiters count themselves under mu_, so none is missed; the idle executor is not one of them.
+  if (cv_waiters_.load(std::memory_order_relaxed) != 0) cv_.notify_all();
   return st;
 }
 
+void CommunicatorImpl::run_queued_through(const WorkImpl* w) {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!running_ && !queue_.empty()) {
+    if (std::none_of(queue_.begin(), queue_.end(),
+                     [w](const Op& op) { return op.work.get() == w; })) {
+      return;
+    }
+    Op op = std::move(queue_.front());
+    queue_.pop_front();
+    (void)execute_unlocked(lock, op);
+  }
+}
+
 std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
-  op.work = std::make_shared<WorkImpl>();
+  op.work = std::make_shared<WorkImpl>(op.p2p);
   auto work = op.work;
   std::unique_lock<std::mutex> lock(mu_);
   if (!broken_.ok()) {
@@ -412,23 +440,42 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     (void)execute_unlocked(lock, op);
     return work;
   }
+  work->set_runner(runner_);
   queue_.push_back(std::move(op));
-  if (!executor_.joinable()) executor_ = std::thread([this] { executor_loop(); });
-  cv_.notify_all();
+  if (!executor_.joinable()) {
+    executor_ = std::thread([this] { executor_loop(); });
+  } else if (executor_idle_ && !alarm_set_) {
+    alarm_set_ = true;
+    alarm_.set(executor_delay_);
+  }
   return work;
 }
 
 void CommunicatorImpl::executor_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
-    cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    cv_.wait(lock, [&] { return stopping_ || (!queue_.empty() && !running_); });
-    cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
-    if (queue_.empty() && stopping_) return;
-    if (queue_.empty() || running_) continue;
-    Op op = std::move(queue_.front());
-    queue_.pop_front();
-    (void)execute_unlocked(lock, op);
+    if (!queue_.empty() && !running_) {
+      Op op = std::move(queue_.front());
+      queue_.pop_front();
+      (void)execute_unlocked(lock, op);
+      continue;
+    }
+    if (!queue_.empty()) {
+      // Queued behind an operation another thread executes: wait for its end on cv_.
+      cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
+      cv_.wait(lock, [&] { return !running_.load(std::memory_order_seq_cst); });
+      cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (stopping_) return;
+    executor_idle_ = true;
+    lock.unlock();
+    alarm_.sleep();  // a setting made before this still wakes it: the timer holds it
+    lock.lock();
+    executor_idle_ = false;
+    alarm_set_ = false;
+    executor_delay_ = queue_.empty() ? std::min(executor_delay_ * 2, kMaxExecutorDelay)
+                                     : std::max(executor_delay_ / 2, kMinExecutorDelay);
   }
 }
 
@@ -688,9 +735,15 @@ Status CommunicatorImpl::shutdown() {
     cv_.wait(lock, [&] { return queue_.empty() && !running_; });
     cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
     stopping_ = true;
-    cv_.notify_all();
+    alarm_set_ = true;
+    alarm_.set(std::chrono::nanoseconds(0));
   }
   if (executor_.joinable()) executor_.join();
+  if (runner_) {
+    // Nothing is queued any more; Works that outlive this communicator no longer reach it.
+    std::unique_lock<std::shared_mutex> lock(runner_->mu);
+    runner_->impl = nullptr;
+  }
   stop_watchdog();
   Status result = broken();
   if (hierarchy_) {

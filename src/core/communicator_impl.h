@@ -4,7 +4,12 @@
 // point-to-point post submitted while nothing is queued or running runs inline on the calling
 // thread (no hand-off for the common case); an async collective, and anything submitted behind
 // other work, is queued for the executor thread (started on first use), so *_async returns at
-// once. A collective runs to completion
+// once. A caller that waits without a timeout on a Work whose operation is still queued runs the
+// queue up to it itself when no thread is executing one (run_queued_through), so "start, then
+// wait" costs no hand-off. For that the idle executor is not woken at once: submit sets its
+// alarm executor_delay_ (50 us to 1.6 ms, adapted to whether callers wait at once) ahead, and an
+// operation nobody waits for starts then (see Alarm).
+// A collective runs to completion
 // before the next starts. A point-to-point operation only posts its request, so sends and
 // receives of one rank can be in flight together. Any failed operation fails the transport (which
 // tells the peers) and leaves the communicator broken.
@@ -20,6 +25,7 @@
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
 #include "core/work_impl.h"
+#include "runtime/alarm.h"
 #include "runtime/buffer_pool.h"
 #include "transport/transport.h"
 #include "weft/communicator.h"
@@ -58,6 +64,10 @@ class CommunicatorImpl {
   Status run_blocking(CollectiveArgs&& args);
   std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer,
                                        uint32_t tag);
+  // Runs queued operations on the calling thread, in order, through the one of `w`, while no
+  // other thread is executing one. Returns once `w`'s operation has run or been started (or is
+  // not queued), or as soon as another thread is executing an operation.
+  void run_queued_through(const WorkImpl* w);
   // An error Work, already finished (bad arguments, broken communicator).
   static std::shared_ptr<WorkImpl> failed_work(Status st);
   Status broken() const;
@@ -161,8 +171,18 @@ class CommunicatorImpl {
   std::string transport_name_;  // "shm", "tcp", "mixed (shm to ranks 1,2, tcp to the others)"
   int machine_ranks_ = 1;     // ranks of the job on this machine
 
+  // Handed to queued Works so that their waiters can run the queue (cleared by shutdown).
+  std::shared_ptr<QueueRunner> runner_;
+
   mutable std::mutex mu_;  // guards everything below
+  // Waiters for running_ to clear or the queue to drain (counted in cv_waiters_).
   std::condition_variable cv_;
+  // The idle executor sleeps on alarm_ (executor_idle_); submit sets it kExecutorDelay ahead
+  // unless it is set already (alarm_set_: since the executor last woke), shutdown at once.
+  Alarm alarm_;
+  bool executor_idle_ = false;
+  bool alarm_set_ = false;
+  std::chrono::microseconds executor_delay_{50};  // kMinExecutorDelay..kMaxExecutorDelay
   std::deque<Op> queue_;
   // An operation is executing (inline or on the executor). Set under mu_; a blocking call run
   // inline clears it without mu_ (run_blocking), so threads that wait on cv_ for it count

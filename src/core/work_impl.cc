@@ -1,5 +1,7 @@
 #include "core/work_impl.h"
 
+#include "core/communicator_impl.h"
+
 namespace weft {
 
 void WorkImpl::finish(Status st, Clock::time_point end) {
@@ -9,6 +11,27 @@ void WorkImpl::finish(Status st, Clock::time_point end) {
   done_.store(true, std::memory_order_release);
   completion_.notify();
   completion_.end_notify();
+  std::function<void(const Status&)> fn;
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    finished_ = true;
+    fn = std::move(on_done_);
+  }
+  // Called (and dropped: it may hold what holds this Work) here, by the finishing thread.
+  if (fn) fn(status_);
+}
+
+bool WorkImpl::on_done(std::function<void(const Status&)> fn) {
+  if (point_to_point_ || !fn) return false;
+  {
+    std::lock_guard<std::mutex> lock(done_mu_);
+    if (!finished_) {
+      on_done_ = std::move(fn);
+      return true;
+    }
+  }
+  fn(status_);
+  return true;
 }
 
 void WorkImpl::arm_p2p(Clock::time_point deadline, OnDeadline on_deadline) {
@@ -31,9 +54,14 @@ Status WorkImpl::status() const {
 
 Status WorkImpl::wait(std::chrono::milliseconds timeout) {
   if (!p2p_ && done_.load(std::memory_order_acquire)) return status_;  // the blocking case
-  auto user_deadline = timeout == std::chrono::milliseconds::max() || timeout.count() < 0
-                           ? Clock::time_point::max()
-                           : Clock::now() + timeout;
+  const bool unbounded = timeout == std::chrono::milliseconds::max() || timeout.count() < 0;
+  if (unbounded && runner_ && !test()) {
+    // Still queued, perhaps: run it here rather than wake the executor and sleep. (Not under a
+    // timeout: running it could outlast the timeout.)
+    std::shared_lock<std::shared_mutex> lock(runner_->mu);
+    if (runner_->impl != nullptr) runner_->impl->run_queued_through(this);
+  }
+  auto user_deadline = unbounded ? Clock::time_point::max() : Clock::now() + timeout;
   while (true) {
     uint32_t gen = completion_.generation();
     if (test()) break;

@@ -3,10 +3,17 @@
 // A collective's Work is finished by the thread that executed it (finish()). A point-to-point
 // Work owns its transport Request: it is done when the transport completes the request, and its
 // deadline (post time + Options::timeout) is enforced by whoever waits or tests.
+//
+// A Work queued behind other operations holds its communicator's QueueRunner: wait() without a
+// timeout runs the queue through its operation on the waiting thread when no other thread is
+// executing one (CommunicatorImpl::run_queued_through).
 #pragma once
 
 #include <atomic>
 #include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
 
 #include "runtime/completion.h"
 #include "transport/transport.h"
@@ -14,19 +21,34 @@
 
 namespace weft {
 
+class CommunicatorImpl;
+
+// Shared by a communicator and its queued Works, so that a Work may outlive the communicator:
+// `impl` is cleared (exclusively) by shutdown once nothing can be queued any more.
+struct QueueRunner {
+  std::shared_mutex mu;
+  CommunicatorImpl* impl = nullptr;  // guarded by mu
+};
+
 class WorkImpl final : public Work {
  public:
+  explicit WorkImpl(bool point_to_point = false) : point_to_point_(point_to_point) {}
+
   // Called when a point-to-point deadline passes: fails the communicator, returns the error.
   using OnDeadline = std::function<Status(const WorkImpl&)>;
 
   bool test() const override;
   Status wait(std::chrono::milliseconds timeout) override;
   Status status() const override;
+  bool on_done(std::function<void(const Status&)> fn) override;
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
   int source() const override {
     return p2p_ && req_.kind == Request::Kind::recv && test() && status().ok() ? req_.peer : -1;
   }
+
+  // Set by the communicator when it queues the operation (see QueueRunner).
+  void set_runner(std::shared_ptr<QueueRunner> runner) { runner_ = std::move(runner); }
 
   // Collective side.
   void mark_started() { start_ = Clock::now(); }
@@ -52,6 +74,11 @@ class WorkImpl final : public Work {
   Clock::time_point deadline_ = Clock::time_point::max();
   OnDeadline on_deadline_;
   mutable std::atomic<bool> end_recorded_{false};
+  const bool point_to_point_;
+  std::shared_ptr<QueueRunner> runner_;
+  std::mutex done_mu_;  // orders on_done() against finish()
+  bool finished_ = false;                         // done_mu_
+  std::function<void(const Status&)> on_done_;    // done_mu_
 };
 
 }  // namespace weft

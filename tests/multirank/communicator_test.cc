@@ -232,6 +232,95 @@ TEST_P(CommunicatorTest, AsyncOperationsRunInCallOrder) {
   });
 }
 
+// Nobody waits: the executor starts queued collectives by itself (after its short alarm), so
+// callers that only test() while they compute see them finish.
+TEST_P(CommunicatorTest, AsyncCollectivesFinishWithoutAWaiter) {
+  run_comm_ranks(3, test_options(), [](Communicator& c) {
+    for (int round = 0; round < 20; ++round) {
+      std::vector<float> v(1000 * (round + 1), 1.0f);
+      WorkPtr w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+      const auto deadline = Clock::now() + std::chrono::seconds(30);
+      while (!w->test() && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200 * (round % 3)));
+      }
+      ASSERT_TRUE(w->test()) << "round " << round << ": never started without a waiter";
+      EXPECT_TRUE(w->status().ok()) << w->status().to_string();
+      EXPECT_EQ(v.back(), 3.0f);
+    }
+  });
+}
+
+// wait() without a timeout on a collective the executor has not started runs it on the waiting
+// thread (no hand-off); on_done runs once, on whichever thread finished it, with its status.
+TEST_P(CommunicatorTest, WaitRunsAQueuedCollectiveAndOnDoneReportsIt) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    constexpr int kOps = 50;
+    int on_waiter = 0;
+    for (int i = 0; i < kOps; ++i) {
+      float v = 1.0f;
+      WorkPtr w = c.allreduce_async(&v, &v, 1, DataType::fp32, ReduceOp::sum);
+      std::atomic<int> calls{0};
+      std::atomic<bool> ok{false};
+      std::thread::id finisher;
+      ASSERT_TRUE(w->on_done([&](const Status& st) {
+        finisher = std::this_thread::get_id();
+        ok = st.ok();
+        calls.fetch_add(1);
+      }));
+      ASSERT_TRUE(w->wait().ok());
+      // finish() marks the Work done, then calls on_done: another thread may still be in it.
+      while (calls.load() == 0) std::this_thread::yield();
+      EXPECT_EQ(calls.load(), 1);
+      EXPECT_TRUE(ok.load());
+      EXPECT_EQ(v, 2.0f);
+      if (finisher == std::this_thread::get_id()) ++on_waiter;
+      // Registered on a finished Work: called at once, here.
+      std::thread::id late;
+      ASSERT_TRUE(w->on_done([&](const Status& st) {
+        late = std::this_thread::get_id();
+        EXPECT_TRUE(st.ok());
+      }));
+      EXPECT_EQ(late, std::this_thread::get_id());
+    }
+    // The executor waits 50 us before it takes work; a waiter that comes at once gets there
+    // first, short of this thread being descheduled that long every time.
+    EXPECT_GT(on_waiter, 0) << "no collective ran on the waiting thread in " << kOps;
+    // Point-to-point operations complete in the transport: no on_done.
+    float x = 1.0f, y = 0.0f;
+    const int peer = 1 - c.rank();
+    WorkPtr r = c.recv_async(&y, sizeof y, peer, 7);
+    WorkPtr s = c.send_async(&x, sizeof x, peer, 7);
+    EXPECT_FALSE(s->on_done([](const Status&) { ADD_FAILURE() << "called for a send"; }));
+    ASSERT_TRUE(s->wait().ok());
+    ASSERT_TRUE(r->wait().ok());
+    EXPECT_EQ(y, 1.0f);
+  });
+}
+
+// A collective that fails (the peer aborts) reports the failure to on_done.
+TEST_P(CommunicatorTest, OnDoneGetsTheFailure) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      c.abort("test abort");
+      return;
+    }
+    std::vector<float> v(1000, 1.0f);
+    WorkPtr w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+    std::atomic<int> calls{0};
+    Status seen;
+    ASSERT_TRUE(w->on_done([&](const Status& st) {
+      seen = st;
+      calls.fetch_add(1);
+    }));
+    EXPECT_FALSE(w->wait().ok());
+    while (calls.load() == 0) std::this_thread::yield();
+    EXPECT_EQ(calls.load(), 1);
+    EXPECT_FALSE(seen.ok());
+    EXPECT_NE(seen.message().find("rank 1"), std::string::npos) << seen.message();
+  });
+}
+
 TEST_P(CommunicatorTest, PointToPointLargeAndSmallInBothDirections) {
   Options o = test_options();
   o.eager_threshold = 1024;
