@@ -41,6 +41,7 @@ struct BenchArgs {
   int root = 0;
   std::string algorithm;
   bool check = false;
+  bool async = false;
   std::string json_path;
 };
 
@@ -82,7 +83,7 @@ Result<BenchPlan> make_plan(const BenchArgs& a) {
   if (!dtype) return invalid("unknown data type '" + a.dtype + "'");
   auto op = parse_reduce_op(a.op);
   if (!op) return invalid("unknown reduction '" + a.op + "'");
-  plan.params = {*dtype, *op, a.root};
+  plan.params = {*dtype, *op, a.root, a.async};
   auto min = bench::parse_size(a.min_size);
   if (!min.ok()) return min.status();
   auto max = bench::parse_size(a.max_size);
@@ -189,7 +190,8 @@ Status BenchRunner::run(std::vector<BenchRow>& rows) {
       record.is_object() ? record.value("transport", std::string("?")) : std::string("?");
   print("# weft bench: world size " + std::to_string(n) + ", " + std::to_string(args_.iters) +
         " iterations after " + std::to_string(args_.warmup) + " warm-up, check " +
-        (args_.check ? "on" : "off") + "\n# options: " + comm_.options().describe() +
+        (args_.check ? "on" : "off") +
+        (args_.async ? ", each call *_async then wait()" : ", blocking calls") + "\n# options: " + comm_.options().describe() +
         "\n# transport: " + transport + "\n");
   for (OpKind kind : plan_.kinds) {
     print(bench::table_header(kind, to_string(comm_.options().algorithm(kind))));
@@ -303,6 +305,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("-a,--algorithm", args->algorithm,
                   "Force an algorithm (ring, recursive_doubling, ...) where it applies");
   cmd->add_flag("-c,--check", args->check, "Verify results; count wrong elements");
+  cmd->add_flag("--async", args->async,
+                "Call the *_async form and wait() on its Work (the path torch calls take)");
   cmd->add_option("--json", args->json_path, "Also write the rows to this JSON file (rank 0)");
   cmd->callback([args, &exit_code] { exit_code = run_bench(*args); });
 }

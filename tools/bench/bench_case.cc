@@ -83,8 +83,43 @@ CallBuffers place_buffers(OpKind kind, const CaseShape& shape, const BenchParams
   }
 }
 
+namespace {
+
+WorkPtr start_collective(Communicator& comm, OpKind kind, const CaseShape& shape,
+                         const BenchParams& p, const CallBuffers& b) {
+  const size_t c = shape.count;
+  switch (kind) {
+    case OpKind::allreduce:
+      return comm.allreduce_async(b.send, b.recv, c, p.dtype, p.op);
+    case OpKind::broadcast:
+      return comm.broadcast_async(b.recv, c, p.dtype, p.root);
+    case OpKind::reduce:
+      return comm.reduce_async(b.send, b.recv, c, p.dtype, p.op, p.root);
+    case OpKind::allgather:
+      return comm.allgather_async(b.send, b.recv, c, p.dtype);
+    case OpKind::reduce_scatter:
+      return comm.reduce_scatter_async(b.send, b.recv, c, p.dtype, p.op);
+    case OpKind::gather:
+      return comm.gather_async(b.send, b.recv, c, p.dtype, p.root);
+    case OpKind::scatter:
+      return comm.scatter_async(b.send, b.recv, c, p.dtype, p.root);
+    case OpKind::alltoall:
+      return comm.alltoall_async(b.send, b.recv, c, p.dtype);
+    case OpKind::barrier:
+      return comm.barrier_async();
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
 Status run_collective(Communicator& comm, OpKind kind, const CaseShape& shape, const BenchParams& p,
                       const CallBuffers& b) {
+  if (p.async) {
+    WorkPtr w = start_collective(comm, kind, shape, p, b);
+    if (w) return w->wait();
+  }
   const size_t c = shape.count;
   switch (kind) {
     case OpKind::allreduce:

@@ -22,6 +22,7 @@ struct BenchParams {
   DataType dtype = DataType::fp32;
   ReduceOp op = ReduceOp::sum;
   int root = 0;
+  bool async = false;  // the *_async call, then wait()
 };
 
 struct CaseShape {

@@ -93,6 +93,7 @@ std::string rows_json(const std::vector<BenchRow>& rows, int world_size,
                     {"type", row.kind == OpKind::barrier ? "none" : to_string(row.params.dtype)},
                     {"redop", redop_name(row)},
                     {"root", root_of(row)},
+                    {"async", row.params.async},
                     {"out_of_place", measurement_json(row.out_of_place)},
                     {"in_place", measurement_json(row.in_place)}});
   }
