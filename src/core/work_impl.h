@@ -44,7 +44,7 @@ class WorkImpl final : public Work {
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
   int source() const override {
-    return p2p_ && req_.kind == Request::Kind::recv && test() && status().ok() ? req_.peer : -1;
+    return p2p_.load(std::memory_order_acquire) && req_.kind == Request::Kind::recv && test() && status().ok() ? req_.peer : -1;
   }
 
   // Set by the communicator when it queues the operation (see QueueRunner).
@@ -64,7 +64,8 @@ class WorkImpl final : public Work {
   Clock::time_point deadline() const { return deadline_; }
 
  private:
-  bool p2p_ = false;
+  // Set by arm_p2p (point-to-point, once posted); other threads may be testing meanwhile.
+  std::atomic<bool> p2p_{false};
   Request req_;
   Completion completion_;
   std::atomic<bool> done_{false};

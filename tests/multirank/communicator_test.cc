@@ -297,6 +297,39 @@ TEST_P(CommunicatorTest, WaitRunsAQueuedCollectiveAndOnDoneReportsIt) {
   });
 }
 
+// A receive queued behind a running collective, waited on before it is posted: the waiter learns
+// the receive's deadline when the executor posts it, so a receive nobody sends to still ends with
+// the operation's timeout (not with the waiter's own, much later one).
+TEST_P(CommunicatorTest, WaitOnAQueuedReceiveStillTimesOut) {
+  Options o = test_options();
+  o.timeout = std::chrono::seconds(1);
+  std::atomic<bool> rank0_done{false};
+  run_comm_ranks(2, o, [&](Communicator& c) {
+    std::vector<float> v(1000, 1.0f);
+    if (c.rank() == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      EXPECT_TRUE(c.allreduce(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum).ok());
+      const auto limit = Clock::now() + std::chrono::seconds(30);
+      while (!rank0_done && Clock::now() < limit) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return;  // never sends tag 99
+    }
+    WorkPtr w = c.allreduce_async(v.data(), v.data(), v.size(), DataType::fp32, ReduceOp::sum);
+    std::thread helper([&] { EXPECT_TRUE(w->wait().ok()); });  // runs it (or the executor does)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    float x = 0.0f;
+    WorkPtr r = c.recv_async(&x, sizeof x, 1, 99);  // queued: the allreduce is running
+    const auto t0 = Clock::now();
+    Status st = r->wait(std::chrono::seconds(20));
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
+    EXPECT_FALSE(st.ok());
+    EXPECT_EQ(st.message().find("Work::wait timed out"), std::string::npos) << st.message();
+    helper.join();
+    rank0_done = true;
+  });
+}
+
 // A collective that fails (the peer aborts) reports the failure to on_done.
 TEST_P(CommunicatorTest, OnDoneGetsTheFailure) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
