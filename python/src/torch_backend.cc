@@ -6,7 +6,8 @@
 // waits on the Work when weft had not started it yet: then no thread hand-off at all); one
 // completion thread per process group waits for point-to-point operations in call order.
 // Completing copies results into tensors that were not contiguous or came as lists, then
-// completes the Work and its Future (DDP waits on the Future). Rendezvous goes through the c10d Store torch passes in; no extra port is opened.
+// completes the Work and its Future (DDP waits on the Future). Rendezvous goes through the c10d
+// Store torch passes in; no extra port is opened.
 //
 // All torch-facing code lives in this one translation unit: torch headers are expensive to
 // compile (see PLATFORM.md).
@@ -613,9 +614,9 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      // An operation that is done already (a point-to-point post weft ran on the calling thread,
-      // a failed start) finishes here, sparing the hand-off to the completion thread (what is
-      // queued must finish first, in order). Collectives run on weft's executor thread.
+      // Point-to-point from here. One that is done already (a post weft ran on the calling
+      // thread, a failed start) finishes here, sparing the hand-off to the completion thread
+      // (what is queued must finish first, in order).
       if (!queue_.empty() || !op->test()) {
         queue_.push_back(std::move(*p));
         cv_.notify_one();
