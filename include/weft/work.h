@@ -40,8 +40,8 @@ class WEFT_API Work {
   // operation (the communicator's thread, or a thread that ran it in wait()), or at once on this
   // thread when it has finished already; returns true. `fn` runs inside the communicator's
   // progress: it must be short and must not wait on this communicator's operations. Call it at
-  // most once per Work. Point-to-point operations complete in the transport:
-  // they return false and never call `fn` (wait or test them instead).
+  // most once per Work. Point-to-point operations complete in the transport: they return false
+  // and never call `fn` (wait or test them instead).
   virtual bool on_done(std::function<void(const Status&)> fn) {
     (void)fn;
     return false;

@@ -44,7 +44,8 @@ class WorkImpl final : public Work {
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
   int source() const override {
-    return p2p_.load(std::memory_order_acquire) && req_.kind == Request::Kind::recv && test() && status().ok() ? req_.peer : -1;
+    const bool receive = p2p_.load(std::memory_order_acquire) && req_.kind == Request::Kind::recv;
+    return receive && test() && status().ok() ? req_.peer : -1;
   }
 
   // Set by the communicator when it queues the operation (see QueueRunner).

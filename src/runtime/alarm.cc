@@ -27,11 +27,6 @@ void Alarm::set(std::chrono::nanoseconds delay) {
   (void)::timerfd_settime(fd_.get(), 0, &spec, nullptr);
 }
 
-void Alarm::cancel() {
-  itimerspec spec{};  // zero: disarmed; setting it also forgets expirations not read yet
-  (void)::timerfd_settime(fd_.get(), 0, &spec, nullptr);
-}
-
 void Alarm::sleep() {
   pollfd p{fd_.get(), POLLIN, 0};
   while (::poll(&p, 1, -1) < 0 && errno == EINTR) {

@@ -21,8 +21,6 @@ class Alarm {
   // Any thread: the sleeper wakes `delay` from now (at once for zero); replaces an earlier
   // setting.
   void set(std::chrono::nanoseconds delay);
-  // Any thread: unsets it (also when it went off and nobody slept on it yet).
-  void cancel();
   // Sleeps until the alarm goes off (at once if it went off since the last sleep) and clears it.
   void sleep();
 
