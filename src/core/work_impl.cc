@@ -39,23 +39,23 @@ void WorkImpl::arm_p2p(Clock::time_point deadline, OnDeadline on_deadline) {
   deadline_ = deadline;
   on_deadline_ = std::move(on_deadline);
   req_.completion = &completion_;
-  p2p_.store(true, std::memory_order_release);  // publishes the fields above
+  posted_.store(true, std::memory_order_release);  // publishes the fields above
   // A thread that waited while this was queued sleeps without the deadline: let it read it.
   completion_.notify();
 }
 
 bool WorkImpl::test() const {
-  if (p2p_.load(std::memory_order_acquire)) return req_.done();
+  if (posted_.load(std::memory_order_acquire)) return req_.done();
   return done_.load(std::memory_order_acquire);
 }
 
 Status WorkImpl::status() const {
-  if (p2p_.load(std::memory_order_acquire)) return req_.done() ? req_.status : Status();
+  if (posted_.load(std::memory_order_acquire)) return req_.done() ? req_.status : Status();
   return done_.load(std::memory_order_acquire) ? status_ : Status();
 }
 
 Status WorkImpl::wait(std::chrono::milliseconds timeout) {
-  if (!p2p_.load(std::memory_order_acquire) && done_.load(std::memory_order_acquire)) {
+  if (!posted_.load(std::memory_order_acquire) && done_.load(std::memory_order_acquire)) {
     return status_;  // the blocking case
   }
   const bool unbounded = timeout == std::chrono::milliseconds::max() || timeout.count() < 0;
@@ -70,11 +70,11 @@ Status WorkImpl::wait(std::chrono::milliseconds timeout) {
     uint32_t gen = completion_.generation();
     if (test()) break;
     // Queued point-to-point operations get their deadline when posted (arm_p2p wakes this).
-    const bool armed = p2p_.load(std::memory_order_acquire);
-    auto limit = std::min(user_deadline, armed ? deadline_ : Clock::time_point::max());
+    const bool posted = posted_.load(std::memory_order_acquire);
+    auto limit = std::min(user_deadline, posted ? deadline_ : Clock::time_point::max());
     if (!completion_.wait_for_change(gen, limit)) {
       if (test()) break;
-      if (armed && Clock::now() >= deadline_ && on_deadline_) {
+      if (posted && Clock::now() >= deadline_ && on_deadline_) {
         // The operation's own timeout: the communicator fails, which completes the request.
         (void)on_deadline_(*this);
         continue;
@@ -84,7 +84,7 @@ Status WorkImpl::wait(std::chrono::milliseconds timeout) {
       }
     }
   }
-  if (p2p_.load(std::memory_order_acquire) && !end_recorded_.exchange(true)) end_ = Clock::now();
+  if (posted_.load(std::memory_order_acquire) && !end_recorded_.exchange(true)) end_ = Clock::now();
   return status();
 }
 

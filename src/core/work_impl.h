@@ -44,7 +44,8 @@ class WorkImpl final : public Work {
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
   int source() const override {
-    const bool receive = p2p_.load(std::memory_order_acquire) && req_.kind == Request::Kind::recv;
+    const bool receive =
+        posted_.load(std::memory_order_acquire) && req_.kind == Request::Kind::recv;
     return receive && test() && status().ok() ? req_.peer : -1;
   }
 
@@ -65,8 +66,9 @@ class WorkImpl final : public Work {
   Clock::time_point deadline() const { return deadline_; }
 
  private:
-  // Set by arm_p2p (point-to-point, once posted); other threads may be testing meanwhile.
-  std::atomic<bool> p2p_{false};
+  // A point-to-point request armed and posted (arm_p2p): from then on its Request, not
+  // done_, says when it is done. Other threads may be testing meanwhile.
+  std::atomic<bool> posted_{false};
   Request req_;
   Completion completion_;
   std::atomic<bool> done_{false};
