@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "runtime/completion.h"
 #include "transport/transport.h"
 #include "weft/options.h"
@@ -54,7 +55,7 @@ using Handle = Request*;
 
 class Context {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = weft::Clock;
 
   Context(Transport& transport, const Options& options, const Fingerprint& fp,
           BufferPool& pool);

@@ -6,9 +6,6 @@
 #include "base/log.h"
 #include "rendezvous/bootstrap.h"
 
-#include <cstdlib>
-#include <string_view>
-
 namespace weft {
 namespace {
 
@@ -50,8 +47,7 @@ Result<std::unique_ptr<Communicator>> Communicator::from_env(const Options& base
   if (o.rank < 0) o.rank = launch->rank;
   if (o.size < 0) o.size = launch->size;
   if (o.host_id.empty()) o.host_id = launch->host_id;
-  const char* join_env = std::getenv("WEFT_JOIN");
-  const bool joining = join_env != nullptr && std::string_view(join_env) == "1";
+  const bool joining = launch->join;
   if (joining && launch->host_store) {
     return Status(ErrorCode::invalid_argument,
                   "WEFT_JOIN=1: a joining rank cannot host the store; run the store outside the "

@@ -8,11 +8,15 @@
 // queue up to it itself when no thread is executing one (run_queued_through), so "start, then
 // wait" costs no hand-off. For that the idle executor is not woken at once: submit sets its
 // alarm executor_delay_ (50 us to 1.6 ms, adapted to whether callers wait at once) ahead, and an
-// operation nobody waits for starts then (see Alarm).
-// A collective runs to completion
-// before the next starts. A point-to-point operation only posts its request, so sends and
-// receives of one rank can be in flight together. Any failed operation fails the transport (which
-// tells the peers) and leaves the communicator broken.
+// operation nobody waits for starts then (see Alarm). A collective runs to completion before the
+// next starts. A point-to-point operation only posts its request, so sends and receives of one
+// rank can be in flight together. Any failed operation fails the transport (which tells the
+// peers) and leaves the communicator broken.
+//
+// Files: communicator_impl.cc (creation, split, shutdown), op_queue.cc (the queue, the executor,
+// running an operation), diagnostics.cc (watchdog, `weft diag` responder, timeout explanation,
+// flight-record dumps), fault_tolerance.cc (revoke, agree, shrink, grow, join). The transport
+// comes from transport/factory.h: core names no transport implementation.
 #pragma once
 
 #include <condition_variable>
@@ -21,9 +25,11 @@
 #include <mutex>
 #include <thread>
 
+#include "base/clock.h"
 #include "collective/context.h"
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
+#include "core/op.h"
 #include "core/work_impl.h"
 #include "runtime/alarm.h"
 #include "runtime/buffer_pool.h"
@@ -90,44 +96,27 @@ class CommunicatorImpl {
   Result<int> pending_joins() const;
 
  private:
-  struct Op {
-    bool p2p = false;
-    CollectiveArgs args;
-    Fingerprint fp;
-    Algorithm algorithm = Algorithm::automatic;  // collectives: chosen once at submission
-    bool hierarchical = false;                   // run by the Hierarchy
-    // Flat or hierarchical by measured cost (HierarchyChoice): the call's index in its class,
-    // -1 when not chosen that way; the sequence number reserved for the agreement after the
-    // last trial.
-    int choice = -1;
-    uint64_t agree_seq = 0;
-    OpKind kind = OpKind::send;
-    void* buf = nullptr;
-    size_t bytes = 0;  // point-to-point: the message; collectives: payload_bytes(args, size())
-    int peer = -1;
-    uint32_t tag = 0;
-    std::shared_ptr<WorkImpl> work;  // null when run_blocking runs it without one
-    bool coarse_clock = false;       // run_blocking: stamped with coarse_now()
-    uint64_t record = 0;  // flight recorder entry
-    // When it started if it runs inline at submission (then it is the queueing time); unset when
-    // it waited in the queue.
-    std::chrono::steady_clock::time_point started{};
-  };
-
   CommunicatorImpl() = default;
+  void set_broken(const Status& st);
+
+  // ---- the operation queue and execution (op_queue.cc) ----
   std::shared_ptr<WorkImpl> submit(Op op);
   // mu_ held: sequence number, algorithm and flight record of a collective.
-  void prepare_collective(Op& op, std::chrono::steady_clock::time_point queued, bool run_now);
+  void prepare_collective(Op& op, Clock::time_point queued, bool run_now);
   // Runs `op` (a collective to its end; a point-to-point operation is only posted) and finishes
   // its Work if it has one; returns the collective's status.
   Status execute(Op& op);
+  Status execute_collective(Op& op, CollectiveOp& c);
+  void post_point_to_point(Op& op, const PointToPointOp& p);
   // mu_ held through `lock`: execute(op) with running_ set and mu_ released, then wakes waiters.
   Status execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op);
   // After the last trial of a class (HierarchyChoice): the ranks' maximum costs, then the choice.
-  Status agree_on_costs(const Op& op);
+  Status agree_on_costs(OpKind kind, const CollectiveOp& c);
   void executor_loop();
-  void set_broken(const Status& st);
-  Status p2p_deadline_passed(const WorkImpl& w, const Op& op);
+  // A point-to-point operation's deadline passed: breaks the communicator, returns the error.
+  Status p2p_deadline_passed(OpKind kind, const PointToPointOp& p);
+
+  // ---- diagnostics (diagnostics.cc) ----
   // After a failure: logs what else was in flight and writes the flight record to diag_dir.
   void dump_flight_record(const Status& why);
   // After collective `fp` timed out here: publishes where this rank is through the store, waits
@@ -144,6 +133,8 @@ class CommunicatorImpl {
   // new request with its flight record under weft-diag/response/<request>/<token>/rank<r>.
   void start_diag_responder();
   void diag_loop();
+
+  // ---- fault tolerance (fault_tolerance.cc) ----
   // The agreement behind agree() and shrink(); `what` names the call in errors.
   Result<Agreement> agree_through_store(uint64_t flag, const char* what);
   // Rank 0 of grow(): waits for `count` joiners and hands them their ranks; returns the prefix

@@ -26,8 +26,6 @@
 namespace weft {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 // Polls with a growing pause: quick when the others are already there, cheap when they are not.
 class Backoff {
  public:

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "weft/options.h"
 #include "weft/status.h"
 #include "weft/types.h"
@@ -34,7 +35,7 @@ class Work;
 
 struct FlightEntry {
   enum class State : uint8_t { queued, running, done, failed };
-  using Clock = std::chrono::steady_clock;
+  using Clock = weft::Clock;
 
   uint64_t id = 0;   // 1, 2, ... in submission order (0: none)
   OpKind kind = OpKind::allreduce;

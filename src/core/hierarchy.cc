@@ -6,7 +6,6 @@
 #include <bit>
 #include <utility>
 #include <cstring>
-#include <map>
 
 #include "core/communicator_impl.h"
 #include "reduce/reduce.h"
@@ -97,43 +96,6 @@ std::array<double, 2> HierarchyChoice::costs(OpKind kind, size_t bytes) const {
 
 void HierarchyChoice::decide(OpKind kind, size_t bytes, const std::array<double, 2>& agreed) {
   at(kind, bytes).flat.store(agreed[1] < agreed[0], std::memory_order_relaxed);
-}
-
-// ---- layout ---------------------------------------------------------------------------------------
-
-HostLayout HostLayout::from_keys(const std::vector<std::string>& keys) {
-  HostLayout l;
-  std::map<std::string, int> index;
-  l.host_of.resize(keys.size());
-  l.local_index.resize(keys.size());
-  for (size_t r = 0; r < keys.size(); ++r) {
-    auto [it, added] = index.emplace(keys[r], static_cast<int>(l.hosts.size()));
-    if (added) l.hosts.emplace_back();
-    auto& members = l.hosts[static_cast<size_t>(it->second)];
-    l.host_of[r] = it->second;
-    l.local_index[r] = static_cast<int>(members.size());
-    members.push_back(static_cast<int>(r));
-  }
-  return l;
-}
-
-size_t HostLayout::max_local() const {
-  size_t m = 0;
-  for (const auto& h : hosts) m = std::max(m, h.size());
-  return m;
-}
-
-bool HostLayout::uniform() const {
-  for (const auto& h : hosts) {
-    if (h.size() != hosts.front().size()) return false;
-  }
-  return true;
-}
-
-std::string HostLayout::describe() const {
-  std::string sizes;
-  for (const auto& h : hosts) sizes += fmt::format("{}{}", sizes.empty() ? "" : "+", h.size());
-  return fmt::format("{} hosts ({} ranks)", hosts.size(), sizes);
 }
 
 // ---- set-up ---------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collective/context.h"
+#include "transport/host_layout.h"
 #include "weft/options.h"
 #include "weft/store.h"
 
@@ -41,7 +42,7 @@ class CommunicatorImpl;
 // Flat or hierarchical, by measured cost (the collective's algorithm left to auto). Per collective
 // kind and payload size class (bytes rounded up to a power of two), the first three calls run
 // hierarchically and the next three flat (in runs: switching between the two ways leaves the
-// other's threads asleep, which made alternate calls 2-4x slower than steady ones here); each
+// other's threads asleep, docs/algorithms.md); each
 // rank keeps the fastest call of each way (the first of a run pays for cold buffers and
 // threads), and right after the sixth call the
 // ranks take the maximum of those costs over all ranks (a two-value allreduce under a sequence
@@ -76,20 +77,6 @@ class HierarchyChoice {
   Class classes_[4][65];
 };
 
-// Where every rank of a job lives, from the ranks' host keys.
-struct HostLayout {
-  std::vector<std::vector<int>> hosts;  // global ranks of each host, ascending; hosts by lowest rank
-  std::vector<int> host_of;             // rank -> index in hosts
-  std::vector<int> local_index;         // rank -> index in its host's list
-
-  static HostLayout from_keys(const std::vector<std::string>& keys);
-  int host_count() const { return static_cast<int>(hosts.size()); }
-  size_t max_local() const;
-  bool uniform() const;  // every host has the same number of ranks
-  // "2 hosts (2+2 ranks)"
-  std::string describe() const;
-};
-
 class Hierarchy {
  public:
   // Collective over the parent communicator (all ranks call it in the same order).
@@ -116,10 +103,8 @@ class Hierarchy {
   Status allgather_slices(const CollectiveArgs& a, BufferPool& pool);
   Status reduce_scatter_slices(const CollectiveArgs& a, BufferPool& pool);
   // allgather and reduce_scatter of `a` run per slice: the same number of ranks (more than one)
-  // on every host, and at least kSliceBytes in all (below, the leaders' fewer messages win: 2 x 2
-  // pretend hosts, allgather of 1 KiB per rank in 97-131 us through the leaders against 156-160
-  // per slice; from 16 KiB per slice is as fast or faster, 4 MiB in 1537-1546 against 2361-2665
-  // us; docs/algorithms.md).
+  // on every host, and at least kSliceBytes in all (below, the leaders' fewer messages win; the
+  // measurements are in docs/algorithms.md, "Hierarchical collectives").
   static constexpr size_t kSliceBytes = 16 * 1024;
   bool slices(const CollectiveArgs& a) const {
     return layout_.uniform() && layout_.hosts.front().size() > 1 &&

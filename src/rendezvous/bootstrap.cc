@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "rendezvous/socket_util.h"
+#include "base/socket.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -304,6 +304,7 @@ Result<LaunchInfo> detect_launch(const EnvMap& env_map) {
     overrides.push_back("WEFT_HOST_STORE");
   }
   if (const std::string* v = env.find("WEFT_HOST_ID")) info.host_id = *v;
+  if (const std::string* v = env.find("WEFT_JOIN")) info.join = *v == "1";
   info.rule = d.rule;
   if (!overrides.empty())
     info.rule += fmt::format("; overridden by {}", fmt::join(overrides, ", "));

@@ -31,6 +31,9 @@ struct LaunchInfo {
   // serves it).
   bool host_store = false;
   std::string host_id;  // WEFT_HOST_ID if set, else empty
+  // WEFT_JOIN=1: this process joins a running job through grow() (Communicator::from_env)
+  // instead of starting one; weft run sets it on the ranks it restarts.
+  bool join = false;
   std::string rule;     // which rule applied, for logs and error messages
 };
 

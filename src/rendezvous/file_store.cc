@@ -80,13 +80,13 @@ class FileStore final : public Store {
       Result<std::optional<Bytes>> r = read_key(key);
       if (!r.ok()) return r.status();
       if (r->has_value()) return std::move(**r);
-      auto now = StoreClock::now();
+      auto now = Clock::now();
       if (now >= deadline) {
         return Status(ErrorCode::timeout,
                       fmt::format("file store {}: get({}): timed out after {}", dir_,
                                   quote_key(key), format_ms(clamp_timeout(timeout))));
       }
-      std::this_thread::sleep_for(std::min<StoreClock::duration>(sleep, deadline - now));
+      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, deadline - now));
       sleep = std::min(sleep * 2, kPollMax);
     }
   }
@@ -111,13 +111,13 @@ class FileStore final : public Store {
       Result<bool> present = check(keys);
       if (!present.ok()) return present.status();
       if (present.value()) return Status::success();
-      auto now = StoreClock::now();
+      auto now = Clock::now();
       if (now >= deadline) {
         return Status(ErrorCode::timeout,
                       fmt::format("file store {}: wait({}): timed out after {}", dir_,
                                   quote_keys(keys), format_ms(clamp_timeout(timeout))));
       }
-      std::this_thread::sleep_for(std::min<StoreClock::duration>(sleep, deadline - now));
+      std::this_thread::sleep_for(std::min<Clock::duration>(sleep, deadline - now));
       sleep = std::min(sleep * 2, kPollMax);
     }
   }

@@ -17,7 +17,7 @@ Result<std::vector<Bytes>> Store::multi_get(const std::vector<std::string>& keys
   std::vector<Bytes> values;
   values.reserve(keys.size());
   for (const auto& key : keys) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - StoreClock::now());
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     Result<Bytes> value = get(key, std::max(left, std::chrono::milliseconds(0)));
     if (!value.ok()) return value.status();
     values.push_back(std::move(value.value()));

@@ -86,12 +86,12 @@ std::string quote_keys(const std::vector<std::string>& keys) {
 
 std::string format_ms(std::chrono::milliseconds ms) { return fmt::format("{} ms", ms.count()); }
 
-StoreClock::time_point deadline_after(std::chrono::milliseconds timeout) {
+Clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   // A year is "forever" for a rendezvous and keeps time_point arithmetic far from overflow.
   constexpr std::chrono::milliseconds kForever = std::chrono::hours(24 * 365);
   timeout = clamp_timeout(timeout);
   if (timeout > kForever) timeout = kForever;
-  return StoreClock::now() + timeout;
+  return Clock::now() + timeout;
 }
 
 }  // namespace weft

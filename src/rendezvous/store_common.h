@@ -9,11 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "weft/store.h"
 
 namespace weft {
-
-using StoreClock = std::chrono::steady_clock;
 
 // add() keeps its counter as decimal ASCII text ("-12"), so a value written by add() reads back
 // with get_string() and a value set to "41" can be incremented. `current` is the stored value, or
@@ -41,6 +40,6 @@ Result<std::vector<std::string>> gather_records(Store& store, const std::vector<
                                                 std::chrono::milliseconds timeout);
 
 // Deadline now + timeout that cannot overflow the clock.
-StoreClock::time_point deadline_after(std::chrono::milliseconds timeout);
+Clock::time_point deadline_after(std::chrono::milliseconds timeout);
 
 }  // namespace weft

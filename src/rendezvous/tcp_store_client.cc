@@ -13,7 +13,7 @@
 #include <mutex>
 #include <thread>
 
-#include "rendezvous/socket_util.h"
+#include "base/socket.h"
 #include "rendezvous/store_common.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "weft/store.h"
@@ -156,12 +156,12 @@ class TcpStoreClient final : public Store {
     if (!fd.ok()) return in_context(fd.status(), req, what);
     if (waits) {
       // Rounded up: the server must not give up before this call's deadline.
-      auto left = std::chrono::ceil<milliseconds>(deadline - StoreClock::now());
+      auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
       req.timeout_ms = static_cast<uint64_t>(std::max<int64_t>(0, left.count()));
     }
     Bytes frame = encode_request(req);
     Result<Reply> r = exchange(std::move(fd.value()), req.command, frame,
-                               waits ? std::max(deadline, StoreClock::now()) + kReplyGrace
+                               waits ? std::max(deadline, Clock::now()) + kReplyGrace
                                      : std::max(deadline, connect_deadline));
     if (!r.ok()) return in_context(r.status(), req, what);
     if (r->code == ReplyCode::error) return in_context(Status(r->error, r->message), req, what);
@@ -174,7 +174,7 @@ class TcpStoreClient final : public Store {
 
   // Sends a frame and reads the reply; returns the connection to the pool only on success.
   Result<Reply> exchange(Fd fd, Command command, const Bytes& frame,
-                         StoreClock::time_point deadline) {
+                         Clock::time_point deadline) {
     Status s = send_all(fd.get(), frame.data(), frame.size(), deadline);
     uint8_t prefix[kLengthBytes];
     if (s.ok()) s = recv_all(fd.get(), prefix, sizeof(prefix), deadline);
@@ -196,7 +196,7 @@ class TcpStoreClient final : public Store {
     return s;
   }
 
-  Result<Fd> take_connection(StoreClock::time_point deadline) {
+  Result<Fd> take_connection(Clock::time_point deadline) {
     {
       std::lock_guard lock(mu_);
       if (!idle_.empty()) {
@@ -214,8 +214,8 @@ class TcpStoreClient final : public Store {
   }
 
   // Connects and says hello, retrying with growing pauses until the deadline.
-  Result<Fd> open_connection(StoreClock::time_point deadline) {
-    const auto start = StoreClock::now();
+  Result<Fd> open_connection(Clock::time_point deadline) {
+    const auto start = Clock::now();
     auto pause = kRetryMin;
     for (;;) {
       Status last;
@@ -228,19 +228,19 @@ class TcpStoreClient final : public Store {
       } else {
         last = fd.status();
       }
-      auto now = StoreClock::now();
+      auto now = Clock::now();
       if (now >= deadline) {
         return Status(ErrorCode::timeout,
                       fmt::format("could not reach the weft store in {} ({})",
                                   format_ms(std::chrono::duration_cast<milliseconds>(now - start)),
                                   last.message()));
       }
-      std::this_thread::sleep_for(std::min<StoreClock::duration>(pause, deadline - now));
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
       pause = std::min(pause * 2, kRetryMax);
     }
   }
 
-  Result<Fd> hello(Fd fd, StoreClock::time_point deadline) {
+  Result<Fd> hello(Fd fd, Clock::time_point deadline) {
     Request ping;  // command ping with magic and version
     Bytes frame = encode_request(ping);
     Status s = send_all(fd.get(), frame.data(), frame.size(), deadline);

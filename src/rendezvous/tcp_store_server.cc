@@ -20,7 +20,7 @@
 
 #include "base/fd.h"
 #include "base/log.h"
-#include "rendezvous/socket_util.h"
+#include "base/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_table.h"
 #include "weft/store.h"
@@ -30,7 +30,6 @@ namespace {
 
 using tcp_store::Command;
 using tcp_store::TcpStoreTable;
-using Clock = std::chrono::steady_clock;
 using ConnId = TcpStoreTable::ConnId;
 
 constexpr ConnId kListenId = 0;

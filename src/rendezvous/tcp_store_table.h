@@ -18,13 +18,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/clock.h"
 #include "rendezvous/tcp_store_protocol.h"
 
 namespace weft::tcp_store {
 
 class TcpStoreTable {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = weft::Clock;
   using ConnId = uint64_t;
 
   struct Completion {

@@ -9,11 +9,13 @@
 #include <chrono>
 #include <cstdint>
 
+#include "base/clock.h"
+
 namespace weft {
 
 class Completion {
  public:
-  using Clock = std::chrono::steady_clock;
+  using Clock = weft::Clock;
 
   // The owner destroys a Completion only once what it waits for is done; a notifier may still be
   // inside notify() then, so the destructor waits for notifiers in flight to leave.

@@ -8,9 +8,9 @@
 #include <sstream>
 #include <thread>
 
+#include "base/socket.h"
 #include "runtime/buffer_pool.h"
 #include "transport/tcp/frame.h"
-#include "transport/tcp/socket.h"
 #include "transport/tcp/tcp_transport.h"
 #include "weft/store.h"
 
@@ -31,8 +31,8 @@ void handshake_as_rank1(Store& store, Fd* out) {
   std::getline(in, host);
   std::getline(in, ip);
   std::getline(in, port);
-  auto fd = tcp::connect_tcp("127.0.0.1", static_cast<uint16_t>(std::stoi(port)),
-                             tcp::Clock::now() + 10s);
+  auto fd = connect_tcp("127.0.0.1", static_cast<uint16_t>(std::stoi(port)), Clock::now() + 10s,
+                        OnRefused::retry);
   ASSERT_TRUE(fd.ok()) << fd.status().to_string();
   uint8_t hello[tcp::kHeaderBytes + tcp::kHelloPayload];
   tcp::FrameHeader h;
@@ -41,7 +41,7 @@ void handshake_as_rank1(Store& store, Fd* out) {
   h.length = tcp::kHelloPayload;
   tcp::encode_header(h, hello);
   tcp::encode_hello({kToken, 1, 2, 0, 1}, hello + tcp::kHeaderBytes);
-  ASSERT_TRUE(tcp::write_all(fd->get(), hello, sizeof(hello), tcp::Clock::now() + 10s).ok());
+  ASSERT_TRUE(send_all(fd->get(), hello, sizeof(hello), Clock::now() + 10s).ok());
   *out = std::move(fd.value());
 }
 
@@ -51,7 +51,7 @@ void fake_peer(Store& store, std::vector<uint8_t> hostile, std::atomic<bool>& re
   Fd fd;
   handshake_as_rank1(store, &fd);
   ASSERT_TRUE(fd.valid());
-  ASSERT_TRUE(tcp::write_all(fd.get(), hostile.data(), hostile.size(), tcp::Clock::now() + 10s).ok());
+  ASSERT_TRUE(send_all(fd.get(), hostile.data(), hostile.size(), Clock::now() + 10s).ok());
   while (!release.load()) std::this_thread::sleep_for(10ms);
 }
 
@@ -164,8 +164,7 @@ void quiet_peer(Store& store, bool beat, std::atomic<bool>& release, std::atomic
   std::vector<uint8_t> got;
   while (!release.load()) {
     if (beat) {
-      ASSERT_TRUE(tcp::write_all(fd.get(), beat_frame.data(), beat_frame.size(),
-                                 tcp::Clock::now() + 10s).ok());
+      ASSERT_TRUE(send_all(fd.get(), beat_frame.data(), beat_frame.size(), Clock::now() + 10s).ok());
     }
     uint8_t buf[4096];
     ssize_t n;

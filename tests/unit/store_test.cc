@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "rendezvous/file_store.h"
-#include "rendezvous/socket_util.h"
+#include "base/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_table.h"
 

@@ -8,7 +8,9 @@
 #include <thread>
 
 #include "base/log.h"
+#include "base/socket.h"
 #include "rendezvous/store_common.h"
+#include "transport/host_layout.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/socket.h"
 
@@ -74,7 +76,7 @@ Status send_hello(int fd, const MeshConfig& c, int index, int count) {
   Hello hello{c.token, static_cast<uint32_t>(c.rank), static_cast<uint32_t>(c.size),
               static_cast<uint32_t>(index), static_cast<uint32_t>(count)};
   encode_hello(hello, buf + kHeaderBytes);
-  return write_all(fd, buf, sizeof(buf), c.deadline);
+  return send_all(fd, buf, sizeof(buf), c.deadline);
 }
 
 // The address records of `peers`, in one request to the store.
@@ -117,7 +119,7 @@ Status accept_all(int listen_fd, Store& store, const MeshConfig& c,
                                                     c.rank, fd.status().message(), got, expected));
     }
     uint8_t buf[kHeaderBytes + kHelloPayload];
-    Status st = read_all(fd->get(), buf, sizeof(buf), c.deadline);
+    Status st = recv_all(fd->get(), buf, sizeof(buf), c.deadline);
     auto header = st.ok() ? decode_header(buf, FrameLimits{}) : Result<FrameHeader>(st);
     if (!header.ok() || header->type != FrameType::hello) {
       log::warn("rank {}: dropped a connection that did not start with a weft HELLO: {}", c.rank,
@@ -187,7 +189,7 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
     if (addr->host_id == c.host_id) ++same_host_below;
     sockets[peer].resize(static_cast<size_t>(count));
     for (int i = 0; i < count; ++i) {
-      auto fd = connect_tcp(target, addr->port, c.deadline);
+      auto fd = connect_tcp(target, addr->port, c.deadline, OnRefused::retry);
       if (!fd.ok()) {
         connect_status = fd.status().with_context(
             fmt::format("rank {}: connecting to rank {}", c.rank, peer));

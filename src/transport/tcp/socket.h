@@ -1,8 +1,7 @@
-// Socket helpers for the TCP transport: listen/connect with deadlines, stream options, interface
-// selection and host identity. All functions return Status values; none throws.
+// Socket helpers of the TCP transport: stream options and the choice of the interface to publish
+// (listen/connect/accept are base/socket.h's). All functions return Status values; none throws.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -12,18 +11,6 @@
 
 namespace weft::tcp {
 
-using Clock = std::chrono::steady_clock;
-
-// Listens on bind_ip:port (port 0 = any free port). bind_ip "" means all addresses.
-Result<Fd> listen_tcp(const std::string& bind_ip, uint16_t port);
-Result<uint16_t> local_port(int fd);
-// Connects, retrying refused connections (the peer may not listen yet) until the deadline.
-Result<Fd> connect_tcp(const std::string& ip, uint16_t port, Clock::time_point deadline);
-// Accepts one connection, waiting until the deadline.
-Result<Fd> accept_tcp(int listen_fd, Clock::time_point deadline);
-// Blocking-with-deadline transfers on a socket of either mode (used only during set-up).
-Status write_all(int fd, const void* buf, size_t n, Clock::time_point deadline);
-Status read_all(int fd, void* buf, size_t n, Clock::time_point deadline);
 // TCP_NODELAY, SO_KEEPALIVE (with short probe intervals) and O_NONBLOCK.
 Status set_stream_options(int fd);
 
@@ -46,7 +33,5 @@ Result<std::string> choose_interface_address(const std::string& spec,
 Result<std::string> select_interface_address(const std::string& spec);
 // True for 127.0.0.0/8.
 bool is_loopback_ip(const std::string& ip);
-// Hostname plus the kernel boot id: equal only for processes on the same running kernel.
-std::string default_host_id();
 
 }  // namespace weft::tcp

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/cpus.h"
 #include "base/log.h"
 #include "transport/tcp/mesh.h"
 #include "transport/tcp/transport_impl.h"
@@ -399,7 +400,7 @@ Result<std::unique_ptr<Transport>> make_tcp_transport(const TcpTransportConfig& 
   if (!connected.ok()) return connected.status();
   auto t = std::make_unique<tcp::TcpTransport>(config, pool);
   // Polling sockets before sleeping only pays when every rank of this host has a core to itself.
-  t->set_spin(connected->local_ranks <= static_cast<int>(std::thread::hardware_concurrency()));
+  t->set_spin(connected->local_ranks <= usable_cpus());
   WEFT_RETURN_IF_ERROR(t->start(std::move(connected->sockets)));
   return std::unique_ptr<Transport>(std::move(t));
 }

@@ -1,4 +1,4 @@
-#include "rendezvous/socket_util.h"
+#include "base/socket.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -8,8 +8,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace weft {
 namespace {
@@ -58,22 +60,47 @@ Status resolve(const std::string& host, uint16_t port, bool passive, AddrInfo* o
   return Status::success();
 }
 
-int remaining_ms(SocketClock::time_point deadline) {
-  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SocketClock::now());
+int remaining_ms(Clock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   if (left.count() <= 0) return 0;
   return left.count() > 1000000 ? 1000000 : static_cast<int>(left.count());
 }
 
 // Waits until fd is ready for `events`; timeout status when the deadline passes first.
-Status wait_ready(int fd, short events, SocketClock::time_point deadline) {
+Status wait_ready(int fd, short events, Clock::time_point deadline) {
   for (;;) {
     pollfd p{fd, events, 0};
     int ms = remaining_ms(deadline);
     int rc = ::poll(&p, 1, ms);
-    if (rc > 0) return Status::success();  // errors and hang-ups surface in the next send/recv
+    if (rc > 0) return Status::success();  // errors and hang-ups surface in the next call
     if (rc == 0 && ms == 0) return Status(ErrorCode::timeout, "timed out");
     if (rc < 0 && errno != EINTR) return errno_status("poll");
   }
+}
+
+// One non-blocking connection attempt to `a`; the errno of the failure in *err (0: connected).
+Result<Fd> connect_once(const addrinfo& a, const std::string& where, Clock::time_point deadline,
+                        int* err) {
+  *err = 0;
+  Fd fd(::socket(a.ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return errno_status("socket for " + where);
+  if (::connect(fd.get(), a.ai_addr, a.ai_addrlen) != 0) {
+    if (errno != EINPROGRESS) {
+      *err = errno;
+      return errno_status("connect " + where);
+    }
+    Status ready = wait_ready(fd.get(), POLLOUT, deadline);
+    if (!ready.ok()) return Status(ErrorCode::timeout, "connecting to " + where + " timed out");
+    socklen_t len = sizeof(*err);
+    ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, err, &len);
+    if (*err != 0) return errno_status("connect " + where, *err);
+  }
+  set_nodelay(fd.get());
+  return fd;
+}
+
+bool refused(int err) {
+  return err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
 }
 
 }  // namespace
@@ -137,45 +164,54 @@ std::string peer_name(int fd) {
   return host_port(buf, ntohs(a->sin_port));
 }
 
-Result<Fd> connect_tcp(const std::string& host, uint16_t port, SocketClock::time_point deadline) {
+Result<Fd> connect_tcp(const std::string& host, uint16_t port, Clock::time_point deadline,
+                       OnRefused on_refused) {
+  const std::string where = host_port(host, port);
   AddrInfo ai;
   WEFT_RETURN_IF_ERROR(resolve(host, port, false, &ai));
-  Status last(ErrorCode::io, "no address");
-  for (addrinfo* a = ai.list; a != nullptr; a = a->ai_next) {
-    Fd fd(::socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-    if (!fd.valid()) {
-      last = errno_status("socket");
-      continue;
-    }
-    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
-      if (errno != EINPROGRESS) {
-        last = errno_status("connect");
-        continue;
-      }
-      Status ready = wait_ready(fd.get(), POLLOUT, deadline);
-      if (!ready.ok()) {
-        last = ready.with_context("connect");
-        continue;
-      }
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    Status last(ErrorCode::io, "no address for " + where);
+    bool all_refused = true;
+    for (addrinfo* a = ai.list; a != nullptr; a = a->ai_next) {
       int err = 0;
-      socklen_t len = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      if (err != 0) {
-        last = errno_status("connect", err);
-        continue;
-      }
+      Result<Fd> fd = connect_once(*a, where, deadline, &err);
+      if (fd.ok()) return fd;
+      last = fd.status();
+      all_refused = all_refused && refused(err);
     }
-    set_nodelay(fd.get());
-    return fd;
+    if (on_refused == OnRefused::fail || !all_refused) return last;
+    if (Clock::now() + pause >= deadline) {
+      return Status(ErrorCode::timeout,
+                    fmt::format("connecting to {} timed out ({})", where, last.message()));
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(200));
   }
-  return last;
 }
 
-Status send_all(int fd, const uint8_t* data, size_t n, SocketClock::time_point deadline) {
+Result<Fd> accept_tcp(int listen_fd, Clock::time_point deadline) {
+  for (;;) {
+    Fd fd(::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (fd.valid()) return fd;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
+      return errno_status("accept");
+    }
+    Status ready = wait_ready(listen_fd, POLLIN, deadline);
+    if (!ready.ok()) {
+      return ready.code() == ErrorCode::timeout
+                 ? Status(ErrorCode::timeout, "waiting for peers to connect")
+                 : ready;
+    }
+  }
+}
+
+Status send_all(int fd, const void* data, size_t n, Clock::time_point deadline) {
+  auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
-    ssize_t k = ::send(fd, data, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t k = ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
-      data += k;
+      p += k;
       n -= static_cast<size_t>(k);
     } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       WEFT_RETURN_IF_ERROR(wait_ready(fd, POLLOUT, deadline));
@@ -189,18 +225,19 @@ Status send_all(int fd, const uint8_t* data, size_t n, SocketClock::time_point d
   return Status::success();
 }
 
-Status recv_all(int fd, uint8_t* data, size_t n, SocketClock::time_point deadline) {
+Status recv_all(int fd, void* data, size_t n, Clock::time_point deadline) {
+  auto* p = static_cast<uint8_t*>(data);
   while (n > 0) {
-    ssize_t k = ::recv(fd, data, n, MSG_DONTWAIT);
+    ssize_t k = ::recv(fd, p, n, MSG_DONTWAIT);
     if (k > 0) {
-      data += k;
+      p += k;
       n -= static_cast<size_t>(k);
     } else if (k == 0) {
-      return Status(ErrorCode::peer_lost, "connection closed by the server");
+      return Status(ErrorCode::peer_lost, "connection closed by the other side");
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       WEFT_RETURN_IF_ERROR(wait_ready(fd, POLLIN, deadline));
     } else if (errno == ECONNRESET) {
-      return Status(ErrorCode::peer_lost, "connection reset by the server");
+      return Status(ErrorCode::peer_lost, "connection reset by the other side");
     } else if (errno != EINTR) {
       return errno_status("recv");
     }
