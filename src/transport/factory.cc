@@ -123,4 +123,8 @@ Result<BuiltTransport> make_transport(const TransportSetup& setup, std::shared_p
   return built;
 }
 
+int remove_transport_leftovers(std::span<const pid_t> exited) {
+  return remove_shm_segments_of(exited);
+}
+
 }  // namespace weft

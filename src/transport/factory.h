@@ -14,9 +14,12 @@
 // every rank calls it once, with the same token.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "transport/host_layout.h"
@@ -47,5 +50,10 @@ struct BuiltTransport {
 
 Result<BuiltTransport> make_transport(const TransportSetup& setup, std::shared_ptr<Store> store,
                                       BufferPool& pool);
+
+// Removes what the transports of the given processes, which must have exited, left on this host
+// (shared-memory segments of ranks killed during set-up): for a launcher once its job is over.
+// Returns how many objects were removed.
+int remove_transport_leftovers(std::span<const pid_t> exited);
 
 }  // namespace weft

@@ -19,7 +19,7 @@
 #include "tools/launcher/line_relay.h"
 #include "tools/launcher/rank_process.h"
 #include "tools/launcher/signal_block.h"
-#include "transport/shm/segment.h"
+#include "transport/factory.h"
 #include "weft/store.h"
 
 extern char** environ;
@@ -247,7 +247,7 @@ int JobRunner::run() {
   }
   // Every rank has exited. One killed while it set up shared memory (before the ranks unlink
   // their segments) would leave its segment in /dev/shm until the next job on this host.
-  shm::remove_segments_of(started_pids_);
+  remove_transport_leftovers(started_pids_);
   int code = exit_code();
   if (code != 0 || spec_.summary_always) {
     std::vector<RankOutcome> outcomes;

@@ -217,3 +217,9 @@ int remove_segments_of(std::span<const pid_t> exited) {
 }
 
 }  // namespace weft::shm
+
+namespace weft {
+
+int remove_shm_segments_of(std::span<const pid_t> exited) { return shm::remove_segments_of(exited); }
+
+}  // namespace weft

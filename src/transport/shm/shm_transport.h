@@ -79,6 +79,10 @@ Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int 
 // not known yet, then nobody moves), or -1 to stay.
 int spread_target(int rank, std::span<const int> cpu_of_rank, const cpu_set_t& allowed);
 
+// Unlinks the segments of the given processes, which must have exited (a launcher's ranks once
+// the job is over: one killed during set-up leaves its segment behind). Returns how many.
+int remove_shm_segments_of(std::span<const pid_t> exited);
+
 // Creates this rank's segment, maps every peer's (keys "shm/seg/<rank>", "shm/ready/<rank>") and
 // starts the transport. `pool` must outlive it.
 Result<std::unique_ptr<Transport>> make_shm_transport(const ShmTransportConfig& config, Store& store,
