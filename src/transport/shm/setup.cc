@@ -21,8 +21,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   auto own = Segment::create(name, rank_, size_, token, ring_bytes_);
   if (!own.ok()) return own.status();
   own_ = std::move(own.value());
-  // Our DirectSlots: written through our mapping once now, as the rings below.
-  std::memset(static_cast<void*>(&own_->direct(0)), 0, 2 * kDirectSlotBytes);
+  // Our SharedSlots: written through our mapping once now, as the rings below.
+  std::memset(static_cast<void*>(&own_->shared_slot(0)), 0, 2 * kSharedSlotBytes);
   WEFT_RETURN_IF_ERROR(store.set(fmt::format("shm/seg/{}", rank_), name));
   // Every peer's segment name, in one request to the store.
   std::vector<int> others;
@@ -56,14 +56,14 @@ Status ShmTransport::start(Store& store, uint64_t token) {
       // Write our ring's pages through our own mapping once now (nobody reads it before its
       // first record): a first write to a shared page costs a fault in each process that maps it.
       std::memset(p->out, 0, ring_bytes_);
-      // And map the peer's DirectSlots now: the first read of each page faults too.
+      // And map the peer's SharedSlots now: the first read of each page faults too.
       for (int parity = 0; parity < 2; ++parity) {
-        p->direct[parity] = &p->seg->direct(parity);
-        const volatile uint8_t* page = reinterpret_cast<const uint8_t*>(p->direct[parity]);
-        for (size_t off = 0; off < kDirectSlotBytes; off += kPage) (void)page[off];
+        p->shared[parity] = &p->seg->shared_slot(parity);
+        const volatile uint8_t* page = reinterpret_cast<const uint8_t*>(p->shared[parity]);
+        for (size_t off = 0; off < kSharedSlotBytes; off += kPage) (void)page[off];
       }
     } else {
-      for (int parity = 0; parity < 2; ++parity) p->direct[parity] = &own_->direct(parity);
+      for (int parity = 0; parity < 2; ++parity) p->shared[parity] = &own_->shared_slot(parity);
     }
     peers[static_cast<size_t>(r)] = std::move(p);
   }

@@ -1,5 +1,5 @@
 // Shared-buffer collectives (Transport::shared_begin/shared_publish/shared_read): each rank
-// publishes its input in a DirectSlot of its own segment and reads its peers' in place.
+// publishes its input in a SharedSlot of its own segment and reads its peers' in place.
 #include <algorithm>
 #include <thread>
 
@@ -10,8 +10,8 @@
 namespace weft::shm {
 namespace {
 
-// The fingerprint a DirectSlot carries (written by another process: enum values unchecked).
-Fingerprint slot_fingerprint(const DirectSlot& s) {
+// The fingerprint a SharedSlot carries (written by another process: enum values unchecked).
+Fingerprint slot_fingerprint(const SharedSlot& s) {
   Fingerprint fp;
   fp.seq = s.seq.load(std::memory_order_relaxed);
   fp.count = s.count.load(std::memory_order_relaxed);
@@ -45,7 +45,7 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
       if (ready()) return Status();  // it published before it left
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: rank {} left while {} waited for it", name_, p.name,
-                                direct_fp_.describe()));
+                                shared_fp_.describe()));
     }
     const auto now = Clock::now();
     if (now >= deadline) return Status(ErrorCode::timeout, fmt::format("waiting for rank {}", p.name));
@@ -63,20 +63,20 @@ Status ShmTransport::wait_shared(Peer& p, Ready ready, Clock::time_point deadlin
 
 Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_point deadline) {
   if (failed_.load(std::memory_order_acquire)) return failure();
-  const uint64_t c = ++direct_call_;
-  direct_fp_ = fp;
+  const uint64_t c = ++shared_call_;
+  shared_fp_ = fp;
   // The slot we are about to rewrite held operation c - 2: every peer must have read it, which
   // it has once it published c - 1.
   if (c >= 2) {
     for (auto& peer : peers_) {
       Peer& p = *peer;
       if (p.rank == rank_) continue;
-      const DirectSlot& prev = *p.direct[(c - 1) & 1];
+      const SharedSlot& prev = *p.shared[(c - 1) & 1];
       WEFT_RETURN_IF_ERROR(wait_shared(
           p, [&] { return prev.call.load(std::memory_order_acquire) >= c - 1; }, deadline));
     }
   }
-  DirectSlot& s = own_->direct(static_cast<int>(c & 1));
+  SharedSlot& s = own_->shared_slot(static_cast<int>(c & 1));
   // No "being written" marker: the peers poll this line, and every extra store to it while they
   // do can cost them another transfer. `call` (last, release) says the fields are complete.
   s.seq.store(fp.seq, std::memory_order_relaxed);
@@ -85,14 +85,14 @@ Result<uint8_t*> ShmTransport::shared_begin(const Fingerprint& fp, Clock::time_p
   s.dtype.store(static_cast<uint8_t>(fp.dtype), std::memory_order_relaxed);
   s.op.store(static_cast<uint8_t>(fp.op), std::memory_order_relaxed);
   s.root.store(fp.root, std::memory_order_relaxed);
-  return direct_data(s);
+  return shared_data(s);
 }
 
 void ShmTransport::shared_publish(size_t bytes) {
-  DirectSlot& s = own_->direct(static_cast<int>(direct_call_ & 1));
-  direct_bytes_ = std::min(bytes, kDirectBytes);
-  s.bytes.store(direct_bytes_, std::memory_order_relaxed);
-  s.call.store(direct_call_, std::memory_order_release);
+  SharedSlot& s = own_->shared_slot(static_cast<int>(shared_call_ & 1));
+  shared_bytes_ = std::min(bytes, kSharedBytes);
+  s.bytes.store(shared_bytes_, std::memory_order_relaxed);
+  s.call.store(shared_call_, std::memory_order_release);
   // Peers asleep on their doorbell are woken later (wake_sleepers): a full fence here would stall
   // this rank until the slot's line left its store buffer, in series with the wait that follows.
   wake_pending_ = true;
@@ -112,17 +112,17 @@ void ShmTransport::wake_sleepers() {
 }
 
 Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time_point deadline) {
-  const uint64_t c = direct_call_;
+  const uint64_t c = shared_call_;
   const int parity = static_cast<int>(c & 1);
   const int index = index_of(peer);
   if (index < 0) return not_here(peer);
   Peer& p = *peers_[static_cast<size_t>(index)];
-  const DirectSlot& s = *p.direct[parity];
+  const SharedSlot& s = *p.shared[parity];
   if (index == rank_) {
     // This rank's own slot: nothing to check, and nothing to load from it either. Its stores may
     // still wait in the store buffer for the line, which the peers are polling; a load that the
     // buffer cannot forward would wait for them (about a cache-line round trip).
-    return std::span<const uint8_t>(direct_data(s), direct_bytes_);
+    return std::span<const uint8_t>(shared_data(s), shared_bytes_);
   }
   WEFT_RETURN_IF_ERROR(
       wait_shared(p, [&] { return s.call.load(std::memory_order_acquire) >= c; }, deadline));
@@ -138,26 +138,26 @@ Result<std::span<const uint8_t>> ShmTransport::shared_read(int peer, Clock::time
   if (call != c) return bad(fmt::format("operation {} where {} was expected", call, c));
   const Fingerprint remote = slot_fingerprint(s);
   const uint64_t bytes = s.bytes.load(std::memory_order_relaxed);
-  if (bytes > kDirectBytes) return bad(fmt::format("{} bytes (at most {})", bytes, kDirectBytes));
-  if (!(remote == direct_fp_)) {
+  if (bytes > kSharedBytes) return bad(fmt::format("{} bytes (at most {})", bytes, kSharedBytes));
+  if (!(remote == shared_fp_)) {
     // Both ranks are at the same shared-buffer call, so these are the calls they made (whatever
     // the sequence numbers say). describe() of a hostile fingerprint stays bounded: unknown enum
     // values print as numbers.
     Status st(ErrorCode::mismatch, fmt::format("rank {} called {} but rank {} called {}", name_,
-                                               direct_fp_.describe(), peer, remote.describe()));
+                                               shared_fp_.describe(), peer, remote.describe()));
     fail(st);
     return st;
   }
-  return std::span<const uint8_t>(direct_data(s), static_cast<size_t>(bytes));
+  return std::span<const uint8_t>(shared_data(s), static_cast<size_t>(bytes));
 }
 
-Status ShmTransport::direct_mismatch() {
+Status ShmTransport::shared_mismatch() {
   const Fingerprint current = current_.load();
   if (current.seq == 0) return Status();
   for (auto& peer : peers_) {
     const Peer& p = *peer;
     if (p.rank == rank_) continue;
-    for (const DirectSlot* s : p.direct) {
+    for (const SharedSlot* s : p.shared) {
       // A slot whose seq is this collective's: the peer runs it through its shared buffer while
       // this rank exchanges messages for it, a disagreement whatever else the slot says (its
       // other fields may still be half written; they only make the message).

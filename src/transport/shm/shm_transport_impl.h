@@ -150,7 +150,7 @@ struct Peer {
   Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
   bool cma = true;                     // its offers may be read (false once the kernel refused)
-  DirectSlot* direct[2] = {};          // its two DirectSlots (this rank's own for itself)
+  SharedSlot* shared[2] = {};          // its two SharedSlots (this rank's own for itself)
 };
 
 class ShmTransport final : public Transport {
@@ -212,7 +212,7 @@ class ShmTransport final : public Transport {
     c.cpu_moves = cpu_moves_.load(std::memory_order_relaxed);
     return c;
   }
-  size_t shared_capacity() const override { return kDirectBytes; }
+  size_t shared_capacity() const override { return kSharedBytes; }
   Result<uint8_t*> shared_begin(const Fingerprint& fp, Clock::time_point deadline) override;
   void shared_publish(size_t bytes) override;
   Result<std::span<const uint8_t>> shared_read(int peer, Clock::time_point deadline) override;
@@ -222,9 +222,9 @@ class ShmTransport final : public Transport {
   // error when `p` left before ready() held, or ErrorCode::timeout at `deadline`.
   template <typename Ready>
   Status wait_shared(Peer& p, Ready ready, Clock::time_point deadline);
-  // A peer that runs the current collective through its DirectSlot while this rank exchanges
+  // A peer that runs the current collective through its SharedSlot while this rank exchanges
   // messages for it (the ranks disagree on the call): the mismatch; ok otherwise.
-  Status direct_mismatch();
+  Status shared_mismatch();
   // After shared_publish: rings the peers that sleep (at the latest when the operation ends).
   void wake_sleepers();
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
@@ -303,9 +303,9 @@ class ShmTransport final : public Transport {
 
   CurrentFingerprint current_;
   // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
-  uint64_t direct_call_ = 0;
-  size_t direct_bytes_ = 0;  // what this rank published for direct_call_
-  Fingerprint direct_fp_;
+  uint64_t shared_call_ = 0;
+  size_t shared_bytes_ = 0;  // what this rank published for shared_call_
+  Fingerprint shared_fp_;
   bool wake_pending_ = false;  // published since the last wake_sleepers
   std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
 

@@ -120,7 +120,7 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
     const auto now = Clock::now();
     if (idle_passes == 1) idle_since = now;
     if (now >= deadline) return false;
-    if (Status st = direct_mismatch(); !st.ok()) {
+    if (Status st = shared_mismatch(); !st.ok()) {
       fail(st);
       continue;
     }
