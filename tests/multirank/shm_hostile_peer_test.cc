@@ -42,9 +42,9 @@ class FakeRank0 {
     EXPECT_TRUE(store.set("shm/ready/0", "1").ok());
   }
 
-  // Fills DirectSlot `parity` of its own segment (fields, then `call` last) and rings rank 1.
-  void write_slot(int parity, const std::function<void(shm::DirectSlot&, uint8_t*)>& fill) {
-    fill(own_->direct(parity), shm::direct_data(own_->direct(parity)));
+  // Fills SharedSlot `parity` of its own segment (fields, then `call` last) and rings rank 1.
+  void write_slot(int parity, const std::function<void(shm::SharedSlot&, uint8_t*)>& fill) {
+    fill(own_->shared_slot(parity), shm::shared_data(own_->shared_slot(parity)));
     shm::ring(peer_->header());
   }
 
@@ -337,8 +337,8 @@ TEST(ShmHostilePeerTest, HostileRecordsFailTheReceiveWithAProtocolError) {
 }
 
 // Rank 1 runs a shared-buffer collective (call 1: an allreduce of 2 floats, sequence 1) against
-// the fake rank 0's DirectSlot; returns what reading rank 0's contribution gave.
-Status shared_read_against(const std::function<void(shm::DirectSlot&, uint8_t*)>& fill,
+// the fake rank 0's SharedSlot; returns what reading rank 0's contribution gave.
+Status shared_read_against(const std::function<void(shm::SharedSlot&, uint8_t*)>& fill,
                            std::chrono::milliseconds patience = 10s) {
   AgainstFake a;
   WEFT_RETURN_IF_ERROR(a.start());
@@ -367,7 +367,7 @@ Status shared_read_against(const std::function<void(shm::DirectSlot&, uint8_t*)>
 }
 
 // A well-formed slot for call 1 of the fingerprint above.
-void valid_slot(shm::DirectSlot& s, uint8_t* data) {
+void valid_slot(shm::SharedSlot& s, uint8_t* data) {
   std::memset(data, 0x33, 8);
   s.seq = 1;
   s.count = 2;
@@ -383,26 +383,26 @@ TEST(ShmHostilePeerTest, HostileSharedBuffersFailTheCollectiveCleanly) {
   EXPECT_TRUE(shared_read_against(valid_slot).ok());
   struct SlotCase {
     const char* name;
-    std::function<void(shm::DirectSlot&)> spoil;
+    std::function<void(shm::SharedSlot&)> spoil;
     ErrorCode code;
     const char* expect;
   };
   const std::vector<SlotCase> cases = {
-      {"bytes past the buffer", [](shm::DirectSlot& s) { s.bytes = uint64_t{1} << 40; },
+      {"bytes past the buffer", [](shm::SharedSlot& s) { s.bytes = uint64_t{1} << 40; },
        ErrorCode::protocol, "rank 0 wrote a malformed shared-memory slot: 1099511627776 bytes"},
-      {"a later call", [](shm::DirectSlot& s) { s.call = 7; }, ErrorCode::protocol,
+      {"a later call", [](shm::SharedSlot& s) { s.call = 7; }, ErrorCode::protocol,
        "operation 7 where 1 was expected"},
-      {"unknown kind", [](shm::DirectSlot& s) { s.kind = 250; }, ErrorCode::mismatch,
+      {"unknown kind", [](shm::SharedSlot& s) { s.kind = 250; }, ErrorCode::mismatch,
        "rank 0 called"},
-      {"unknown dtype", [](shm::DirectSlot& s) { s.dtype = 99; }, ErrorCode::mismatch,
+      {"unknown dtype", [](shm::SharedSlot& s) { s.dtype = 99; }, ErrorCode::mismatch,
        "rank 0 called"},
-      {"other count", [](shm::DirectSlot& s) { s.count = 3; }, ErrorCode::mismatch,
+      {"other count", [](shm::SharedSlot& s) { s.count = 3; }, ErrorCode::mismatch,
        "rank 1 called allreduce #1 (f32 x 2, sum) but rank 0 called allreduce #1 (f32 x 3, sum)"},
-      {"earlier sequence", [](shm::DirectSlot& s) { s.seq = 0; }, ErrorCode::mismatch, "rank 0"},
+      {"earlier sequence", [](shm::SharedSlot& s) { s.seq = 0; }, ErrorCode::mismatch, "rank 0"},
   };
   for (const SlotCase& c : cases) {
     SCOPED_TRACE(c.name);
-    Status st = shared_read_against([&](shm::DirectSlot& s, uint8_t* data) {
+    Status st = shared_read_against([&](shm::SharedSlot& s, uint8_t* data) {
       valid_slot(s, data);
       c.spoil(s);
     });
@@ -415,7 +415,7 @@ TEST(ShmHostilePeerTest, HostileSharedBuffersFailTheCollectiveCleanly) {
     std::array<uint64_t, 6> words;
     for (auto& w : words) w = rng() % 4 == 0 ? rng() : rng() % 8;
     Status st = shared_read_against(
-        [&](shm::DirectSlot& s, uint8_t* data) {
+        [&](shm::SharedSlot& s, uint8_t* data) {
           valid_slot(s, data);
           s.seq = words[0];
           s.count = words[1];

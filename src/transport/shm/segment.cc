@@ -58,12 +58,12 @@ void Segment::unlink() {
 
 size_t Segment::slot_offset(int sender) const {
   const size_t index = static_cast<size_t>(sender < owner_ ? sender : sender - 1);
-  return kPage + 2 * kDirectSlotBytes + index * (kPage + ring_bytes_);
+  return kPage + 2 * kSharedSlotBytes + index * (kPage + ring_bytes_);
 }
 
-DirectSlot& Segment::direct(int parity) const {
-  return *reinterpret_cast<DirectSlot*>(static_cast<uint8_t*>(base_) + kPage +
-                                        static_cast<size_t>(parity & 1) * kDirectSlotBytes);
+SharedSlot& Segment::shared_slot(int parity) const {
+  return *reinterpret_cast<SharedSlot*>(static_cast<uint8_t*>(base_) + kPage +
+                                        static_cast<size_t>(parity & 1) * kSharedSlotBytes);
 }
 
 RingCtl& Segment::ctl(int sender) const {

@@ -1,6 +1,6 @@
 // Shared-memory layout of the shm transport and the segment that holds it.
 //
-// A rank's segment: a 4 KiB SegmentHeader, two DirectSlots (the owner's contributions to small
+// A rank's segment: a 4 KiB SegmentHeader, two SharedSlots (the owner's contributions to small
 // collectives, which every peer reads in place), then one slot per peer (in rank order, skipping
 // the owner): a 4 KiB RingCtl page followed by the ring's bytes. The ring in slot s carries records
 // from peer s to the owner. Records are 64-byte aligned, never wrap (a pad record fills the end of
@@ -98,34 +98,34 @@ struct SegmentHeader {
 static_assert(sizeof(SegmentHeader) <= kPage);
 
 // One of the two buffers through which the owner publishes its input to a small collective
-// (Algorithm::shm_direct): operation number c uses DirectSlot c % 2. The owner writes the fields
+// (Algorithm::shm_direct): operation number c uses SharedSlot c % 2. The owner writes the fields
 // and the data, then `call` = c (release); peers wait for that, check the fingerprint and read
 // the data in place. The owner reuses a slot (operation c + 2) only once every peer has published
 // c + 1, i.e. finished reading c. The data starts
 // right after the header (16-byte aligned), so up to 16 bytes share its cache line: an 8-byte
 // allreduce moves one line per peer.
-struct DirectSlot {
+struct SharedSlot {
   std::atomic<uint64_t> call{0};
   std::atomic<uint64_t> seq{0};    // the collective's Fingerprint
   std::atomic<uint64_t> count{0};
   std::atomic<uint8_t> kind{0}, dtype{0}, op{0}, reserved{0};
   std::atomic<int32_t> root{-1};
-  std::atomic<uint64_t> bytes{0};  // data bytes that follow (at most kDirectBytes)
+  std::atomic<uint64_t> bytes{0};  // data bytes that follow (at most kSharedBytes)
   std::atomic<uint64_t> pad{0};
   // data follows
 };
-static_assert(sizeof(DirectSlot) == 48);
-inline constexpr size_t kDirectSlotBytes = 16 << 10;
-inline constexpr size_t kDirectHeader = sizeof(DirectSlot);
-inline constexpr size_t kDirectBytes = kDirectSlotBytes - kDirectHeader;
-// The data of a DirectSlot (kDirectBytes).
-inline uint8_t* direct_data(DirectSlot& s) { return reinterpret_cast<uint8_t*>(&s) + kDirectHeader; }
-inline const uint8_t* direct_data(const DirectSlot& s) {
-  return reinterpret_cast<const uint8_t*>(&s) + kDirectHeader;
+static_assert(sizeof(SharedSlot) == 48);
+inline constexpr size_t kSharedSlotBytes = 16 << 10;
+inline constexpr size_t kSharedHeader = sizeof(SharedSlot);
+inline constexpr size_t kSharedBytes = kSharedSlotBytes - kSharedHeader;
+// The data of a SharedSlot (kSharedBytes).
+inline uint8_t* shared_data(SharedSlot& s) { return reinterpret_cast<uint8_t*>(&s) + kSharedHeader; }
+inline const uint8_t* shared_data(const SharedSlot& s) {
+  return reinterpret_cast<const uint8_t*>(&s) + kSharedHeader;
 }
 
 inline constexpr size_t segment_bytes(int size, size_t ring_bytes) {
-  return kPage + 2 * kDirectSlotBytes +
+  return kPage + 2 * kSharedSlotBytes +
          static_cast<size_t>(size > 1 ? size - 1 : 0) * (kPage + ring_bytes);
 }
 
@@ -163,8 +163,8 @@ class Segment {
   // The ring carrying records from `sender` to this segment's owner.
   RingCtl& ctl(int sender) const;
   uint8_t* ring(int sender) const;
-  // DirectSlot `parity` (0 or 1); its data: direct_data().
-  DirectSlot& direct(int parity) const;
+  // SharedSlot `parity` (0 or 1); its data: shared_data().
+  SharedSlot& shared_slot(int parity) const;
   const std::string& name() const { return name_; }
 
  private:
