@@ -44,17 +44,17 @@ Status barrier_dissemination(Context& ctx, const CollectiveArgs& args);
 Status barrier_binomial(Context& ctx, const CollectiveArgs& args);
 Status barrier_direct(Context& ctx, const CollectiveArgs& args);
 
-// Shared buffers (Algorithm::shm_direct, shared.cc): each rank publishes its input once in its
+// Shared buffers (Algorithm::shm_direct, shared_buffer.cc): each rank publishes its input once in its
 // own buffer that every rank maps, then reads what it needs from the peers' in place. Only where
 // Context::shared_capacity() holds payload_bytes(args); alltoallv is not served.
-Status allreduce_shm(Context& ctx, const CollectiveArgs& args);
-Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args);
-Status allgather_shm(Context& ctx, const CollectiveArgs& args);  // and allgatherv
-Status broadcast_shm(Context& ctx, const CollectiveArgs& args);
-Status reduce_shm(Context& ctx, const CollectiveArgs& args);
-Status gather_shm(Context& ctx, const CollectiveArgs& args);
-Status scatter_shm(Context& ctx, const CollectiveArgs& args);
-Status alltoall_shm(Context& ctx, const CollectiveArgs& args);
-Status barrier_shm(Context& ctx, const CollectiveArgs& args);
+Status allreduce_shared(Context& ctx, const CollectiveArgs& args);
+Status reduce_scatter_shared(Context& ctx, const CollectiveArgs& args);
+Status allgather_shared(Context& ctx, const CollectiveArgs& args);  // and allgatherv
+Status broadcast_shared(Context& ctx, const CollectiveArgs& args);
+Status reduce_shared(Context& ctx, const CollectiveArgs& args);
+Status gather_shared(Context& ctx, const CollectiveArgs& args);
+Status scatter_shared(Context& ctx, const CollectiveArgs& args);
+Status alltoall_shared(Context& ctx, const CollectiveArgs& args);
+Status barrier_shared(Context& ctx, const CollectiveArgs& args);
 
 }  // namespace weft::coll

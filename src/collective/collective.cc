@@ -22,7 +22,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::recursive_doubling: return coll::allreduce_recursive_doubling;
         case A::halving_doubling: return coll::allreduce_halving_doubling;
         case A::direct: return coll::allreduce_direct;
-        case A::shm_direct: return coll::allreduce_shm;
+        case A::shm_direct: return coll::allreduce_shared;
         default: return nullptr;
       }
     case OpKind::reduce_scatter:
@@ -30,7 +30,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::ring: return coll::reduce_scatter_ring;
         case A::halving_doubling: return coll::reduce_scatter_halving_doubling;
         case A::direct: return coll::reduce_scatter_direct;
-        case A::shm_direct: return coll::reduce_scatter_shm;
+        case A::shm_direct: return coll::reduce_scatter_shared;
         default: return nullptr;
       }
     case OpKind::allgather:
@@ -38,14 +38,14 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::ring: return coll::allgather_ring;
         case A::recursive_doubling: return coll::allgather_recursive_doubling;
         case A::direct: return coll::allgather_direct;
-        case A::shm_direct: return coll::allgather_shm;
+        case A::shm_direct: return coll::allgather_shared;
         default: return nullptr;
       }
     case OpKind::allgatherv:
       switch (a) {
         case A::ring: return coll::allgather_ring;
         case A::direct: return coll::allgather_direct;
-        case A::shm_direct: return coll::allgather_shm;
+        case A::shm_direct: return coll::allgather_shared;
         default: return nullptr;
       }
     case OpKind::broadcast:
@@ -53,7 +53,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::binomial: return coll::broadcast_binomial;
         case A::ring: return coll::broadcast_ring;
         case A::direct: return coll::broadcast_direct;
-        case A::shm_direct: return coll::broadcast_shm;
+        case A::shm_direct: return coll::broadcast_shared;
         default: return nullptr;
       }
     case OpKind::reduce:
@@ -61,21 +61,21 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::binomial: return coll::reduce_binomial;
         case A::ring: return coll::reduce_ring;
         case A::direct: return coll::reduce_direct;
-        case A::shm_direct: return coll::reduce_shm;
+        case A::shm_direct: return coll::reduce_shared;
         default: return nullptr;
       }
     case OpKind::gather:
       switch (a) {
         case A::binomial: return coll::gather_binomial;
         case A::direct: return coll::gather_direct;
-        case A::shm_direct: return coll::gather_shm;
+        case A::shm_direct: return coll::gather_shared;
         default: return nullptr;
       }
     case OpKind::scatter:
       switch (a) {
         case A::binomial: return coll::scatter_binomial;
         case A::direct: return coll::scatter_direct;
-        case A::shm_direct: return coll::scatter_shm;
+        case A::shm_direct: return coll::scatter_shared;
         default: return nullptr;
       }
     case OpKind::alltoall:
@@ -83,7 +83,7 @@ Algo lookup(Algorithm a, OpKind kind) {
       switch (a) {
         case A::pairwise: return coll::alltoall_pairwise;
         case A::direct: return coll::alltoall_direct;
-        case A::shm_direct: return kind == OpKind::alltoall ? coll::alltoall_shm : nullptr;
+        case A::shm_direct: return kind == OpKind::alltoall ? coll::alltoall_shared : nullptr;
         default: return nullptr;
       }
     case OpKind::barrier:
@@ -91,7 +91,7 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::dissemination: return coll::barrier_dissemination;
         case A::binomial: return coll::barrier_binomial;
         case A::direct: return coll::barrier_direct;
-        case A::shm_direct: return coll::barrier_shm;
+        case A::shm_direct: return coll::barrier_shared;
         default: return nullptr;
       }
     case OpKind::send:

@@ -147,7 +147,7 @@ class Transport {
     return completion.wait_for_change(seen, deadline);
   }
 
-  // Small collectives through memory every rank maps (Algorithm::shm_direct, collective/shared.cc):
+  // Small collectives through memory every rank maps (Algorithm::shm_direct, collective/shared_buffer.cc):
   // each rank publishes its input in a buffer of its own and reads the peers' in place.
   // shared_capacity(): the bytes one rank can publish per operation; 0 when the transport has no
   // such memory (then the calls below are never made). Only the thread running collectives calls

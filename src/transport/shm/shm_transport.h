@@ -71,8 +71,8 @@ Result<std::vector<std::string>> exchange_host_keys(Store& store, int rank, int 
 
 // Where ranks that outnumber the CPUs spread out. The kernel moves a queued task to another CPU
 // mostly when that CPU goes idle, and a rank waiting by yielding never lets its CPU go idle: a
-// layout such as three ranks on one CPU and one on the other stays for whole runs and makes an
-// 8-byte allreduce of 4 ranks on 2 CPUs take 20 us per call instead of 8. So every waiting rank
+// layout such as three ranks on one CPU and one on the other stays for whole runs and makes small
+// calls more than twice as slow (docs/algorithms.md, "Progress rules"). So every waiting rank
 // publishes its CPU now and then, and the highest rank on a CPU that holds more than
 // ceil(ranks/cpus) of them moves to the allowed CPU holding the fewest, if that holds fewer than
 // floor(ranks/cpus). Returns that CPU for rank `rank` given every rank's CPU (`cpu_of_rank`, -1:

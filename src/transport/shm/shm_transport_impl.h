@@ -24,29 +24,24 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/cpus.h"
 #include "base/fd.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_transport.h"
 
 namespace weft::shm {
 
-using Clock = std::chrono::steady_clock;
-
 // A waiter polls the rings for a while after the last progress before it sleeps on its doorbell.
 // With a core per rank it polls long (1 ms): on a VM, waking a rank whose vCPU halted costs tens
 // of microseconds, and a rank woken late makes its peer wait long enough to sleep too, so short
 // spins turn into a chain of slow hand-offs. When ranks outnumber cores it yields the core after
 // its first few dozen passes (the peer it waits for most likely waits for that core), then
-// sleeps. Polling 5 us before the first yield made an 8-byte-4-KiB allreduce of 4 ranks on 2
-// cores 1.3-1.9x slower (medians of 8 interleaved runs: 27.5 against 20.4 us at 8 bytes, 14.9
-// against 10.0 us at 512 bytes).
+// sleeps (docs/algorithms.md, "Progress rules", has the measurements).
 inline constexpr auto kSpinAlone = std::chrono::milliseconds(1);
 inline constexpr auto kSpinShared = std::chrono::microseconds(50);
 
 inline constexpr size_t kMaxChunk = 256 << 10;  // largest DATA record
-
-// CPUs this process may run on (waiting.cc).
-int usable_cpus();
 
 inline bool is_p2p(uint64_t tag) { return (tag & kP2pTagBit) != 0; }
 

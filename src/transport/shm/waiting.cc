@@ -50,14 +50,6 @@ constexpr auto kSpreadEvery = std::chrono::milliseconds(2);
 
 }  // namespace
 
-// CPUs this process may run on.
-int usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
 bool ShmTransport::work_pending() const {
   if (failed_.load(std::memory_order_acquire)) return true;
   for (const auto& peer : peers_) {
@@ -88,9 +80,8 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
   if (!caller_progress_) {
     // The progress thread serves this transport; with a core per rank, passes of the caller's
     // own for a short while save it a wake-up for a reply that comes at once. With more ranks
-    // than cores they only take the core from the rank that must answer (a ring allreduce of 8
-    // bytes, 4 ranks on 2 cores, two pretend hosts: 0.9 ms with 50 us of yielding passes, 0.4 ms
-    // without). Returns false after them (the caller then sleeps elsewhere).
+    // than cores they only take the core from the rank that must answer (docs/algorithms.md,
+    // "Progress rules"). Returns false after them (the caller then sleeps elsewhere).
     if (oversubscribed_) return completion.generation() != seen;
     const auto until = std::min(deadline, Clock::now() + kSpinShared);
     while (true) {

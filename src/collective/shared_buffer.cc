@@ -1,4 +1,5 @@
-// Collectives through shared buffers (Algorithm::shm_direct).
+// Collectives through shared buffers (Algorithm::shm_direct: the option keeps its user-facing
+// name; everywhere inside, the concept is "shared buffers").
 //
 // Every rank copies its whole input into its own shared buffer once (shared_begin, copy,
 // shared_publish), then reads what it needs from every rank's buffer in place: one write and one
@@ -100,7 +101,7 @@ void reduce_all(void* dst, const Contributions& srcs, size_t count, const Collec
 
 }  // namespace
 
-Status allreduce_shm(Context& ctx, const CollectiveArgs& args) {
+Status allreduce_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   Contributions srcs;
@@ -112,7 +113,7 @@ Status allreduce_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args) {
+Status reduce_scatter_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t total = static_cast<size_t>(ctx.size()) * args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, total));
   Contributions srcs;
@@ -125,7 +126,7 @@ Status reduce_scatter_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status allgather_shm(Context& ctx, const CollectiveArgs& args) {
+Status allgather_shared(Context& ctx, const CollectiveArgs& args) {
   const int n = ctx.size();
   const size_t es = args.elem_size();
   const BlockLayout blocks = args.kind == OpKind::allgatherv
@@ -143,7 +144,7 @@ Status allgather_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status broadcast_shm(Context& ctx, const CollectiveArgs& args) {
+Status broadcast_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   const bool root = ctx.rank() == args.root;
   // Every rank publishes (non-roots nothing): that is how the root learns its buffer was read.
@@ -154,7 +155,7 @@ Status broadcast_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status reduce_shm(Context& ctx, const CollectiveArgs& args) {
+Status reduce_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, bytes));
   if (ctx.rank() != args.root) return Status::success();
@@ -167,7 +168,7 @@ Status reduce_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status gather_shm(Context& ctx, const CollectiveArgs& args) {
+Status gather_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t block = args.count * args.elem_size();
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, block));
   if (ctx.rank() != args.root) return Status::success();
@@ -179,7 +180,7 @@ Status gather_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status scatter_shm(Context& ctx, const CollectiveArgs& args) {
+Status scatter_shared(Context& ctx, const CollectiveArgs& args) {
   const size_t block = args.count * args.elem_size();
   const bool root = ctx.rank() == args.root;
   WEFT_RETURN_IF_ERROR(publish(ctx, args.send, root ? static_cast<size_t>(ctx.size()) * block : 0));
@@ -189,7 +190,7 @@ Status scatter_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status alltoall_shm(Context& ctx, const CollectiveArgs& args) {
+Status alltoall_shared(Context& ctx, const CollectiveArgs& args) {
   const int n = ctx.size();
   const size_t block = args.count * args.elem_size();
   const size_t total = static_cast<size_t>(n) * block;
@@ -202,7 +203,7 @@ Status alltoall_shm(Context& ctx, const CollectiveArgs& args) {
   return Status::success();
 }
 
-Status barrier_shm(Context& ctx, const CollectiveArgs& args) {
+Status barrier_shared(Context& ctx, const CollectiveArgs& args) {
   (void)args;
   WEFT_RETURN_IF_ERROR(publish(ctx, nullptr, 0));
   Contributions srcs;
