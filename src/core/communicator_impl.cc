@@ -69,6 +69,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   if (!built.ok()) return built.status();
   c->transport_ = std::move(built->transport);
   c->transport_name_ = std::move(built->name);
+  c->transport_has_shm_ = built->shm;
   c->machine_ranks_ = built->machine_ranks;
   const std::optional<HostLayout>& layout = built->layout;
   if (allow_hierarchy && layout && layout->host_count() > 1 && layout->max_local() > 1) {

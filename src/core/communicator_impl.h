@@ -160,6 +160,7 @@ class CommunicatorImpl {
   uint64_t grow_count_ = 0;   // grow calls, in caller order
   uint64_t token_ = 0;        // this communicator's id, agreed at creation
   std::string transport_name_;  // "shm", "tcp", "mixed (shm to ranks 1,2, tcp to the others)"
+  bool transport_has_shm_ = false;  // shared memory carries some traffic (its counters apply)
   int machine_ranks_ = 1;     // ranks of the job on this machine
 
   // Handed to queued Works so that their waiters can run the queue (cleared by shutdown).

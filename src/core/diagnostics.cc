@@ -168,13 +168,13 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
 std::string CommunicatorImpl::flight_record_json() const {
   std::vector<std::pair<std::string, uint64_t>> counters;
   std::unique_lock<std::mutex> lock(transport_mu_);
-  if (transport_ && (transport_name_ == "shm" || transport_name_.starts_with("mixed"))) {
+  if (transport_ && transport_has_shm_) {
     const TransportCounters c = transport_->counters();
     counters = {{"shm_single_copy_messages", c.single_copy_messages},
                 {"shm_single_copy_bytes", c.single_copy_bytes},
                 {"shm_single_copy_refused_peers", c.single_copy_refused},
                 {"shm_cpu_moves", c.cpu_moves}};
-  } else if (transport_ && transport_name_.starts_with("tcp")) {
+  } else if (transport_) {
     counters = {{"tcp_unexpected_bytes_peak", transport_->counters().unexpected_bytes_peak}};
   }
   lock.unlock();
