@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/buffer_pool.h"
+#include "transport/matching.h"
 
 #include <atomic>
 #include <cstring>
@@ -11,24 +12,11 @@
 #include <optional>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 namespace weft {
 namespace {
-
-struct Key {
-  int peer;
-  uint64_t tag;
-  friend bool operator==(const Key&, const Key&) = default;
-};
-
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    return std::hash<uint64_t>()(k.tag * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(k.peer));
-  }
-};
 
 // Returns an eager copy to the fabric's pool (fresh pages would cost a fault per 4 KiB).
 struct PoolDeleter {
@@ -37,25 +25,26 @@ struct PoolDeleter {
   void operator()(std::byte* p) const { pool->release(p, bytes); }
 };
 
-// A message that arrived before its receive.
+// A message that arrived before its receive (its tag, fingerprint and size are in the Parked
+// record the matching engine keeps it in).
 struct Envelope {
-  Fingerprint fp;
-  size_t bytes = 0;
   std::unique_ptr<std::byte, PoolDeleter> data;  // eager: an owned copy; the send is complete
   Request* send = nullptr;            // rendezvous: the sender's request, completed on match
   bool lost = false;  // a rendezvous whose sender failed: kept so its fingerprint is still checked
   const void* payload() const { return send != nullptr ? send->buf : data.get(); }
 };
+using Parcel = Parked<Envelope>;
 
 bool is_collective(const Fingerprint& fp) {
   return fp.kind != OpKind::send && fp.kind != OpKind::recv;
 }
 
-// Everything addressed to one rank, guarded by mu.
+// Everything addressed to one rank, guarded by mu: one PeerQueues per sender (receives posted
+// for it, its messages that arrived first), all under this one lock.
 struct Mailbox {
   std::mutex mu;
-  std::unordered_map<Key, std::deque<Request*>, KeyHash> posted;      // receives not yet matched
-  std::unordered_map<Key, std::deque<Envelope>, KeyHash> unexpected;  // sends not yet matched
+  Matcher<Envelope> matcher;
+  std::vector<PeerQueues<Envelope>> from;  // by sender; built once (the matcher holds addresses)
   // The operation begin_operation announced, and the mismatch found against it (the text after
   // "rank N: "; empty when none).
   bool has_op = false;
@@ -82,7 +71,15 @@ struct RankState {
 };
 
 struct Fabric {
-  Fabric(int n, LocalTransportOptions o) : options(o), ranks(static_cast<size_t>(n)) {}
+  Fabric(int n, LocalTransportOptions o) : options(o), ranks(static_cast<size_t>(n)) {
+    for (RankState& r : ranks) {
+      r.box.from.reserve(static_cast<size_t>(n));
+      for (int sender = 0; sender < n; ++sender) {
+        r.box.from.emplace_back(r.box.matcher, sender);
+        r.box.matcher.add_peer(r.box.mu, r.box.from.back());
+      }
+    }
+  }
   const LocalTransportOptions options;
   BufferPool pool{/*max_per_class=*/64};  // eager copies; declared before ranks, outlives them
   std::deque<RankState> ranks;            // deque: RankState is not movable
@@ -109,17 +106,12 @@ void note_mismatch(Mailbox& box, int owner, uint64_t seq, const std::string& bod
   if (!box.has_op || box.op.seq != seq || !box.op_mismatch.empty()) return;
   box.op_mismatch = body;
   const Status s = mismatch_for(owner, body);
-  for (auto it = box.posted.begin(); it != box.posted.end();) {
-    auto& queue = it->second;
-    for (auto q = queue.begin(); q != queue.end();) {
-      if ((*q)->fp.seq == seq && is_collective((*q)->fp)) {
-        (*q)->complete(s);
-        q = queue.erase(q);
-      } else {
-        ++q;
-      }
-    }
-    it = queue.empty() ? box.posted.erase(it) : std::next(it);
+  for (PeerQueues<Envelope>& queues : box.from) {
+    queues.erase_posted_if([&](Request* r) {
+      if (r->fp.seq != seq || !is_collective(r->fp)) return false;
+      r->complete(s);
+      return true;
+    });
   }
 }
 
@@ -203,11 +195,11 @@ class LocalTransport final : public Transport {
       if (box.has_op && is_collective(r->fp) && box.op.seq == seq && !box.op_mismatch.empty()) {
         return r->complete(mismatch_for(rank_, box.op_mismatch));
       }
-      const Key key{sender, r->tag};
-      auto it = box.unexpected.find(key);
-      if (it == box.unexpected.end()) {
+      PeerQueues<Envelope>& queues = box.from[static_cast<size_t>(sender)];
+      std::optional<Parcel> parcel = queues.take_parked(r->tag);
+      if (!parcel) {
         if (!at(sender).failed.load()) {
-          box.posted[key].push_back(r);
+          queues.add_posted(r);
           return;
         }
         Status s = lost_or_mismatch(*r, &mismatch);
@@ -216,19 +208,17 @@ class LocalTransport final : public Transport {
         note_mismatch(box, rank_, seq, mismatch);
         return;  // the sender is gone; nobody else to tell
       }
-      Envelope env = std::move(it->second.front());
-      it->second.pop_front();
-      if (it->second.empty()) box.unexpected.erase(it);
+      const Envelope& env = parcel->arrival;
       if (env.lost) {
-        if (fingerprints_compatible(env.fp, r->fp) && env.bytes == r->bytes) {
+        if (fingerprints_compatible(parcel->fp, r->fp) && parcel->bytes == r->bytes) {
           return r->complete(peer_lost(*r, at(sender).first_error()));
         }
-        mismatch = mismatch_body(sender, env.fp, env.bytes, rank_, r->fp, r->bytes);
+        mismatch = mismatch_body(sender, parcel->fp, parcel->bytes, rank_, r->fp, r->bytes);
         r->complete(mismatch_for(rank_, mismatch));
         note_mismatch(box, rank_, seq, mismatch);
         return;
       }
-      mismatch = deliver(sender, env.fp, env.payload(), env.bytes, env.send, r, rank_);
+      mismatch = deliver(sender, parcel->fp, env.payload(), parcel->bytes, env.send, r, rank_);
       if (mismatch.empty()) return;
       note_mismatch(box, rank_, seq, mismatch);
     }
@@ -250,25 +240,21 @@ class LocalTransport final : public Transport {
       }
       if (!is_collective(fp)) return;
       // Messages of this sequence number that arrived early must belong to the same operation.
-      for (auto it = box.unexpected.begin(); it != box.unexpected.end();) {
-        auto& queue = it->second;
-        for (auto e = queue.begin(); e != queue.end();) {
-          if (is_collective(e->fp) && !e->lost && e->fp.seq < fp.seq && stale.empty()) {
-            stale = stale_text(it->first.peer, e->fp, rank_, fp);
+      for (PeerQueues<Envelope>& queues : box.from) {
+        const int sender = queues.peer();
+        queues.erase_parked_if([&](Parcel& e) {
+          if (is_collective(e.fp) && !e.arrival.lost && e.fp.seq < fp.seq && stale.empty()) {
+            stale = stale_text(sender, e.fp, rank_, fp);
           }
-          if (!is_collective(e->fp) || e->fp.seq != fp.seq ||
-              fingerprints_compatible(e->fp, fp)) {
-            ++e;
-            continue;
+          if (!is_collective(e.fp) || e.fp.seq != fp.seq || fingerprints_compatible(e.fp, fp)) {
+            return false;
           }
-          const int sender = it->first.peer;
-          std::string body = mismatch_body(sender, e->fp, e->bytes, rank_, fp, e->bytes);
-          if (e->send != nullptr) e->send->complete(mismatch_for(sender, body));
-          if (!e->lost) senders.emplace_back(sender, body);
+          std::string body = mismatch_body(sender, e.fp, e.bytes, rank_, fp, e.bytes);
+          if (e.arrival.send != nullptr) e.arrival.send->complete(mismatch_for(sender, body));
+          if (!e.arrival.lost) senders.emplace_back(sender, body);
           if (box.op_mismatch.empty()) box.op_mismatch = std::move(body);
-          e = queue.erase(e);
-        }
-        it = queue.empty() ? box.unexpected.erase(it) : std::next(it);
+          return true;
+        });
       }
     }
     for (const auto& [sender, body] : senders) mark_op_mismatch(sender, fp.seq, body);
@@ -315,20 +301,19 @@ class LocalTransport final : public Transport {
     {
       Mailbox& box = failing.box;
       std::lock_guard<std::mutex> lock(box.mu);
-      for (auto& [key, queue] : box.posted) {
-        for (Request* r : queue) r->complete(mine);
-      }
-      box.posted.clear();
-      for (auto& [key, queue] : box.unexpected) {
-        for (Envelope& e : queue) {
-          if (e.send == nullptr) continue;
+      for (PeerQueues<Envelope>& queues : box.from) {
+        const int sender = queues.peer();
+        auto drained = queues.drain();
+        for (Request* r : drained.posted) r->complete(mine);
+        for (Parcel& e : drained.parked) {
+          Request* send = e.arrival.send;
+          if (send == nullptr) continue;
           std::string mismatch;
-          const uint64_t seq = e.send->fp.seq;
-          e.send->complete(lost_or_mismatch(*e.send, &mismatch, key.peer));
-          if (!mismatch.empty()) senders.emplace_back(key.peer, seq, std::move(mismatch));
+          const uint64_t seq = send->fp.seq;
+          send->complete(lost_or_mismatch(*send, &mismatch, sender));
+          if (!mismatch.empty()) senders.emplace_back(sender, seq, std::move(mismatch));
         }
       }
-      box.unexpected.clear();
     }
     for (const auto& [sender, seq, body] : senders) mark_op_mismatch(sender, seq, body);
   }
@@ -350,31 +335,26 @@ class LocalTransport final : public Transport {
   // Under the receiver's lock: hands `r` to a posted receive, or queues it (eager copy or
   // rendezvous). Returns the mismatch when the receive it met disagreed ("" otherwise).
   std::string enqueue_send(Mailbox& box, Request* r) {
-    const Key key{rank_, r->tag};
-    if (auto it = box.posted.find(key); it != box.posted.end()) {
-      Request* recv = it->second.front();
-      it->second.pop_front();
-      if (it->second.empty()) box.posted.erase(it);
+    PeerQueues<Envelope>& queues = box.from[static_cast<size_t>(rank_)];
+    if (Request* recv = queues.take_posted(r->tag)) {
       std::string body = deliver(rank_, r->fp, r->buf, r->bytes, r, recv, r->peer);
       if (!body.empty()) note_mismatch(box, r->peer, r->fp.seq, body);
       return body;
     }
-    Envelope env;
-    env.fp = r->fp;
-    env.bytes = r->bytes;
-    if (r->bytes <= fabric_->options.eager_threshold) {
+    const bool eager = r->bytes <= fabric_->options.eager_threshold;
+    Parcel parcel{.tag = r->tag, .fp = r->fp, .bytes = r->bytes};
+    if (eager) {
       if (r->bytes > 0) {
-        env.data = std::unique_ptr<std::byte, PoolDeleter>(
+        parcel.arrival.data = std::unique_ptr<std::byte, PoolDeleter>(
             static_cast<std::byte*>(fabric_->pool.acquire(r->bytes)),
             PoolDeleter{&fabric_->pool, r->bytes});
-        std::memcpy(env.data.get(), r->buf, r->bytes);
+        std::memcpy(parcel.arrival.data.get(), r->buf, r->bytes);
       }
-      box.unexpected[key].push_back(std::move(env));
-      r->complete(Status::success());
     } else {
-      env.send = r;
-      box.unexpected[key].push_back(std::move(env));
+      parcel.arrival.send = r;
     }
+    queues.park(std::move(parcel));
+    if (eager) r->complete(Status::success());
     return "";
   }
 
@@ -384,28 +364,20 @@ class LocalTransport final : public Transport {
   void sweep_peer(int failing, int d, const Status& mine) {
     Mailbox& box = at(d).box;
     std::lock_guard<std::mutex> lock(box.mu);
-    for (auto& [key, queue] : box.unexpected) {
-      if (key.peer != failing) continue;
-      for (Envelope& e : queue) {
-        if (e.send == nullptr) continue;
-        e.send->complete(mine);
-        e.send = nullptr;
-        e.lost = true;
-      }
-    }
-    for (auto it = box.posted.begin(); it != box.posted.end();) {
-      if (it->first.peer != failing) {
-        ++it;
-        continue;
-      }
-      std::deque<Request*> queue = std::move(it->second);
-      it = box.posted.erase(it);
-      for (Request* r : queue) {
-        std::string mismatch;
-        const uint64_t seq = r->fp.seq;
-        r->complete(lost_or_mismatch(*r, &mismatch, d));
-        if (!mismatch.empty()) note_mismatch(box, d, seq, mismatch);
-      }
+    PeerQueues<Envelope>& queues = box.from[static_cast<size_t>(failing)];
+    queues.for_each_parked([&](Parcel& parcel) {
+      Envelope& e = parcel.arrival;
+      if (e.send == nullptr) return;
+      e.send->complete(mine);
+      e.send = nullptr;
+      e.lost = true;
+    });
+    // Taken out first: note_mismatch below walks this mailbox's posted receives.
+    for (Request* r : queues.take_all_posted()) {
+      std::string mismatch;
+      const uint64_t seq = r->fp.seq;
+      r->complete(lost_or_mismatch(*r, &mismatch, d));
+      if (!mismatch.empty()) note_mismatch(box, d, seq, mismatch);
     }
   }
 

@@ -2,12 +2,13 @@
 //
 // make_local_transports(n) creates one shared in-memory fabric and returns one Transport per rank;
 // each may be used from its rank's thread (and fail() from any thread), and the fabric lives until
-// the last of them is destroyed. Matching follows transport.h: by (peer, tag), FIFO per key, the
-// payload copied straight into a posted receive. A message that arrives before its receive is
-// copied into an owned buffer when it is at most `eager_threshold` bytes; a larger one waits in
-// the receiver's queue, still pointing at the sender's buffer, and its send completes only when
-// the receive is posted (rendezvous). eager_threshold = 0 makes every send a rendezvous, which
-// proves that an algorithm never waits for a send before posting the receive that drains it.
+// the last of them is destroyed. Matching follows transport.h (through transport/matching.h): by
+// (peer, tag), FIFO per key, the payload copied straight into a posted receive. A message that
+// arrives before its receive is copied into an owned buffer when it is at most `eager_threshold`
+// bytes; a larger one waits in the receiver's queue, still pointing at the sender's buffer, and
+// its send completes only when the receive is posted (rendezvous). eager_threshold = 0 makes every
+// send a rendezvous, which proves that an algorithm never waits for a send before posting the
+// receive that drains it.
 //
 // Mismatches: a message whose Fingerprint disagrees with the receive, or with the operation the
 // receiver announced through begin_operation, ends both sides with ErrorCode::mismatch and marks
