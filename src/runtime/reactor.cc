@@ -68,7 +68,7 @@ void Reactor::remove(int fd) {
 
 void Reactor::post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     tasks_.push_back(std::move(task));
   }
   uint64_t one = 1;
@@ -99,7 +99,7 @@ void Reactor::run_tasks() {
   }
   std::vector<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     tasks.swap(tasks_);
   }
   for (auto& t : tasks) t();
