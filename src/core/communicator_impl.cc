@@ -139,7 +139,7 @@ void CommunicatorImpl::abort(const std::string& reason) {
 
 Status CommunicatorImpl::shutdown() {
   // Taken over under mu_ once submit() refuses work (shut_down_), so nothing else touches them.
-  std::thread executor;
+  std::jthread executor;
   std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight;
   {
     MutexUniqueLock lock(mu_);

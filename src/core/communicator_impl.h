@@ -195,13 +195,14 @@ class CommunicatorImpl {
   std::atomic<bool> is_broken_{false};  // broken_ is set (read without mu_ on the fast path)
   // Started by the first submit; shutdown() takes it out (under mu_, once submit refuses work)
   // and joins it.
-  std::thread executor_ GUARDED_BY(mu_);
+  std::jthread executor_ GUARDED_BY(mu_);
   bool shut_down_ GUARDED_BY(mu_) = false;
   Mutex watch_mu_;
   std::condition_variable watch_cv_;
   bool watch_stop_ GUARDED_BY(watch_mu_) = false;
-  std::thread watchdog_;
-  std::thread diag_;
+  // Started by create() and joined by stop_watchdog(), both on the owner's thread.
+  std::jthread watchdog_;
+  std::jthread diag_;
   int64_t diag_slot_ = 0;  // rank 0: this communicator's weft-diag/comm/<n>
   int64_t diag_seen_ = 0;  // the last diag request answered (or there before we started)
   // Point-to-point Works whose request the transport may still hold: kept alive until done even

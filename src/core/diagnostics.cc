@@ -19,7 +19,7 @@ namespace weft {
 
 void CommunicatorImpl::start_watchdog() {
   if (options_.peer_timeout.count() <= 0 || size() < 2) return;
-  watchdog_ = std::thread([this] { watchdog_loop(); });
+  watchdog_ = std::jthread([this] { watchdog_loop(); });
 }
 
 void CommunicatorImpl::stop_watchdog() {
@@ -50,7 +50,7 @@ void CommunicatorImpl::start_diag_responder() {
       }
     }
   }
-  diag_ = std::thread([this] { diag_loop(); });
+  diag_ = std::jthread([this] { diag_loop(); });
 }
 
 void CommunicatorImpl::diag_loop() {

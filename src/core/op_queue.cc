@@ -163,7 +163,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   work->set_runner(runner_);
   queue_.push_back(std::move(op));
   if (!executor_.joinable()) {
-    executor_ = std::thread([this] { executor_loop(); });
+    executor_ = std::jthread([this] { executor_loop(); });
   } else if (executor_idle_ && !alarm_set_) {
     alarm_set_ = true;
     alarm_.set(executor_delay_);

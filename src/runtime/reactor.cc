@@ -26,7 +26,7 @@ Result<std::unique_ptr<Reactor>> Reactor::create(std::string name) {
     return errno_status("epoll_ctl(eventfd)");
   }
   Reactor* raw = r.get();
-  r->thread_ = std::thread([raw] { raw->loop(); });
+  r->thread_ = std::jthread([raw] { raw->loop(); });
   return r;
 }
 

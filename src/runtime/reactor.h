@@ -48,7 +48,7 @@ class Reactor {
 
   Fd epoll_;
   Fd wake_;  // eventfd
-  std::thread thread_;
+  std::jthread thread_;  // joined by the destructor once it has stopped the loop
   std::string name_;
   bool stopping_ = false;  // reactor thread only
 

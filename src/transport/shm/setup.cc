@@ -77,12 +77,12 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   own_->unlink();
   peers_ = std::move(peers);
   started_ = true;
-  background_ = std::thread([this] { background_loop(); });
+  background_ = std::jthread([this] { background_loop(); });
   bool watch = false;
   for (auto& p : peers_) watch = watch || (p->rank != rank_ && p->pid != ::getpid());
   if (watch) {
     watch_wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    watcher_ = std::thread([this] { watch_loop(); });
+    watcher_ = std::jthread([this] { watch_loop(); });
   }
   return Status();
 }

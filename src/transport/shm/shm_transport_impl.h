@@ -324,8 +324,9 @@ class ShmTransport final : public Transport {
   bool stopping_ GUARDED_BY(bg_mu_) = false;
   std::atomic<bool> op_active_{false};
   std::atomic<bool> p2p_used_{false};
-  std::thread background_;
-  std::thread watcher_;
+  // Started by start(); the destructor stops and joins them.
+  std::jthread background_;
+  std::jthread watcher_;
   Fd watch_wake_;
 };
 
