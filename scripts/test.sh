@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The test command: installs what is missing (scripts/setup.sh), builds, runs the core suites
-# under AddressSanitizer + UndefinedBehaviorSanitizer, then every test of the release build with
-# ctest (whose summary closes the output). WEFT_SKIP_SANITIZERS=1 skips the sanitizer part.
+# The test command: installs what is missing (scripts/setup.sh), builds, compiles the library and
+# tools with clang's thread-safety analysis (preset thread-safety: any locking-rule warning fails
+# the build), runs the core suites under AddressSanitizer + UndefinedBehaviorSanitizer, then every
+# test of the release build with ctest (whose summary closes the output).
+# WEFT_SKIP_THREAD_SAFETY=1 skips the thread-safety build, WEFT_SKIP_SANITIZERS=1 the sanitizer
+# part.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -9,6 +12,12 @@ jobs=$(nproc)
 bash scripts/setup.sh
 cmake --preset release
 cmake --build build -j "$jobs"
+
+if [ "${WEFT_SKIP_THREAD_SAFETY:-0}" != 1 ]; then
+  echo "== thread-safety analysis (clang)"
+  cmake --preset thread-safety
+  cmake --build build-tsa -j "$jobs"
+fi
 
 if [ "${WEFT_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake --preset asan

@@ -18,8 +18,9 @@ namespace {
 // Read by the launcher, the bootstrap or the scripts; present in ranks' environments, never
 // options.
 constexpr std::string_view kLauncherVariables[] = {
-    "WEFT_CONFIG",     "WEFT_STORE_ADDR", "WEFT_LOCAL_RANK",     "WEFT_LOCAL_SIZE",
-    "WEFT_HOST_STORE", "WEFT_DEMO_RANKS", "WEFT_SKIP_SANITIZERS", "WEFT_JOIN"};
+    "WEFT_CONFIG",          "WEFT_STORE_ADDR",         "WEFT_LOCAL_RANK",
+    "WEFT_LOCAL_SIZE",      "WEFT_HOST_STORE",         "WEFT_DEMO_RANKS",
+    "WEFT_SKIP_SANITIZERS", "WEFT_SKIP_THREAD_SAFETY", "WEFT_JOIN"};
 constexpr std::string_view kSizeUnits = "(units: K/KiB, M/MiB, G/GiB, powers of 1024)";
 
 Status invalid(std::string message) {

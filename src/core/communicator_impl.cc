@@ -45,8 +45,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   if (!store) return Status(ErrorCode::invalid_argument, "a Store is required");
   log::set_level(options.log_level);
   std::unique_ptr<CommunicatorImpl> c(new CommunicatorImpl());
-  c->runner_ = std::make_shared<QueueRunner>();
-  c->runner_->impl = c.get();
+  c->runner_ = std::make_shared<QueueRunner>(c.get());
   Result<Alarm> alarm = Alarm::create();
   if (!alarm.ok()) return alarm.status();
   c->alarm_ = std::move(alarm).value();
@@ -94,13 +93,13 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::failed_work(Status st) {
 }
 
 Status CommunicatorImpl::broken() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return broken_;
 }
 
 void CommunicatorImpl::set_broken(const Status& st) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (broken_.ok()) broken_ = st;
     is_broken_.store(true, std::memory_order_release);
   }
@@ -140,22 +139,27 @@ void CommunicatorImpl::abort(const std::string& reason) {
 }
 
 Status CommunicatorImpl::shutdown() {
+  // Taken over under mu_ once submit() refuses work (shut_down_), so nothing else touches them.
+  std::jthread executor;
+  std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexUniqueLock lock(mu_);
     if (shut_down_) return Status();
     shut_down_ = true;
     // Pending operations end by themselves (each is bounded by its timeout).
     cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
-    cv_.wait(lock, [&] { return queue_.empty() && !running_; });
+    cv_.wait(lock.native(), [&]() REQUIRES(mu_) { return queue_.empty() && !running_; });
     cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
     stopping_ = true;
     alarm_set_ = true;
     alarm_.set(std::chrono::nanoseconds(0));
+    executor = std::move(executor_);
+    p2p_in_flight.swap(p2p_in_flight_);
   }
-  if (executor_.joinable()) executor_.join();
+  if (executor.joinable()) executor.join();
   if (runner_) {
     // Nothing is queued any more; Works that outlive this communicator no longer reach it.
-    std::unique_lock<std::shared_mutex> lock(runner_->mu);
+    WriterMutexLock lock(runner_->mu);
     runner_->impl = nullptr;
   }
   stop_watchdog();
@@ -166,10 +170,10 @@ Status CommunicatorImpl::shutdown() {
   }
   if (transport_) {
     if (result.ok()) transport_->close(options_.timeout);
-    std::lock_guard<std::mutex> lock(transport_mu_);
+    MutexLock lock(transport_mu_);
     transport_.reset();
   }
-  p2p_in_flight_.clear();
+  p2p_in_flight.clear();
   server_.reset();
   return result;
 }

@@ -22,10 +22,10 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "collective/context.h"
 #include "core/flight_recorder.h"
 #include "core/hierarchy.h"
@@ -64,26 +64,26 @@ class CommunicatorImpl {
   const Options& options() const { return options_; }
 
   // `args` has been validated. Queues it for the executor thread and returns its Work at once.
-  std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args);
+  std::shared_ptr<WorkImpl> submit_collective(CollectiveArgs args) EXCLUDES(mu_);
   // The blocking form: runs on the calling thread without a Work when nothing is queued or
   // running (the common case), else submits and waits.
-  Status run_blocking(CollectiveArgs&& args);
-  std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer,
-                                       uint32_t tag);
+  Status run_blocking(CollectiveArgs&& args) EXCLUDES(mu_);
+  std::shared_ptr<WorkImpl> submit_p2p(OpKind kind, void* buf, size_t bytes, int peer, uint32_t tag)
+      EXCLUDES(mu_);
   // Runs queued operations on the calling thread, in order, through the one of `w`, while no
   // other thread is executing one. Returns once `w`'s operation has run or been started (or is
   // not queued), or as soon as another thread is executing an operation.
-  void run_queued_through(const WorkImpl* w);
+  void run_queued_through(const WorkImpl* w) EXCLUDES(mu_);
   // An error Work, already finished (bad arguments, broken communicator).
   static std::shared_ptr<WorkImpl> failed_work(Status st);
-  Status broken() const;
+  Status broken() const EXCLUDES(mu_);
 
-  Result<std::unique_ptr<CommunicatorImpl>> split(int color, int key);
-  void abort(const std::string& reason);
-  Status shutdown();
+  Result<std::unique_ptr<CommunicatorImpl>> split(int color, int key) EXCLUDES(mu_);
+  void abort(const std::string& reason) EXCLUDES(mu_);
+  Status shutdown() EXCLUDES(mu_, watch_mu_, transport_mu_);
 
   // This rank's recent operations as JSON (FlightRecorder::to_json).
-  std::string flight_record_json() const;
+  std::string flight_record_json() const EXCLUDES(transport_mu_);
 
   // Fault tolerance (contracts in weft/communicator.h). agree, shrink and grow go through the
   // store, so they work on a communicator whose transport has failed.
@@ -97,24 +97,25 @@ class CommunicatorImpl {
 
  private:
   CommunicatorImpl() = default;
-  void set_broken(const Status& st);
+  void set_broken(const Status& st) EXCLUDES(mu_);
 
   // ---- the operation queue and execution (op_queue.cc) ----
-  std::shared_ptr<WorkImpl> submit(Op op);
-  // mu_ held: sequence number, algorithm and flight record of a collective.
-  void prepare_collective(Op& op, Clock::time_point queued, bool run_now);
+  std::shared_ptr<WorkImpl> submit(Op op) EXCLUDES(mu_);
+  // Sequence number, algorithm and flight record of a collective.
+  void prepare_collective(Op& op, Clock::time_point queued, bool run_now) REQUIRES(mu_);
   // Runs `op` (a collective to its end; a point-to-point operation is only posted) and finishes
   // its Work if it has one; returns the collective's status.
-  Status execute(Op& op);
-  Status execute_collective(Op& op, CollectiveOp& c);
-  void post_point_to_point(Op& op, const PointToPointOp& p);
+  Status execute(Op& op) EXCLUDES(mu_);
+  Status execute_collective(Op& op, CollectiveOp& c) EXCLUDES(mu_);
+  void post_point_to_point(Op& op, const PointToPointOp& p) EXCLUDES(mu_);
   // mu_ held through `lock`: execute(op) with running_ set and mu_ released, then wakes waiters.
-  Status execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op);
+  // Not analysed: the analysis cannot tell that the `lock` handed in is the one holding mu_.
+  Status execute_unlocked(MutexUniqueLock& lock, Op& op) REQUIRES(mu_) NO_THREAD_SAFETY_ANALYSIS;
   // After the last trial of a class (HierarchyChoice): the ranks' maximum costs, then the choice.
   Status agree_on_costs(OpKind kind, const CollectiveOp& c);
-  void executor_loop();
+  void executor_loop() EXCLUDES(mu_);
   // A point-to-point operation's deadline passed: breaks the communicator, returns the error.
-  Status p2p_deadline_passed(OpKind kind, const PointToPointOp& p);
+  Status p2p_deadline_passed(OpKind kind, const PointToPointOp& p) EXCLUDES(mu_);
 
   // ---- diagnostics (diagnostics.cc) ----
   // After a failure: logs what else was in flight and writes the flight record to diag_dir.
@@ -124,15 +125,15 @@ class CommunicatorImpl {
   // "...; rank 3 has not entered allreduce #812 (ranks 0-2,4-7 waiting in it since 31.2 s)".
   Status explain_timeout(const Status& st, const Fingerprint& fp);
   // Sends heartbeats and checks the peers' every peer_timeout/5 (see Transport::heartbeat).
-  void watchdog_loop();
+  void watchdog_loop() EXCLUDES(watch_mu_);
   void start_watchdog();
   // Stops the watchdog and the diag responder; rank 0 marks the communicator closed for diag.
-  void stop_watchdog();
+  void stop_watchdog() EXCLUDES(watch_mu_);
   // `weft diag` support: rank 0 registers the communicator under weft-diag/comm/<n> in the root
   // store; every rank's responder thread looks at weft-diag/requests once a second and answers a
   // new request with its flight record under weft-diag/response/<request>/<token>/rank<r>.
   void start_diag_responder();
-  void diag_loop();
+  void diag_loop() EXCLUDES(watch_mu_);
 
   // ---- fault tolerance (fault_tolerance.cc) ----
   // The agreement behind agree() and shrink(); `what` names the call in errors.
@@ -146,10 +147,13 @@ class CommunicatorImpl {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<FlightRecorder> recorder_;
+  // Not GUARDED_BY(transport_mu_): the threads that use it (callers, executor, watchdog) are done
+  // before shutdown() drops it, so they read it without the mutex; only flight_record_json(),
+  // which any thread may call at any time, needs it.
   std::unique_ptr<Transport> transport_;
   // Held while shutdown() drops transport_ and while flight_record_json() reads its counters
   // (any thread may ask for the record).
-  mutable std::mutex transport_mu_;
+  mutable Mutex transport_mu_;
   std::unique_ptr<Hierarchy> hierarchy_;  // when the job spans hosts (see create)
   HierarchyChoice choice_;                 // admit() under mu_, the rest by the executing thread
   // The store of the communicator this one descends from (split, shrink, grow): joiners meet
@@ -166,37 +170,45 @@ class CommunicatorImpl {
   // Handed to queued Works so that their waiters can run the queue (cleared by shutdown).
   std::shared_ptr<QueueRunner> runner_;
 
-  mutable std::mutex mu_;  // guards everything below
+  // Lock order: mu_, watch_mu_ and transport_mu_ are never held together. Under mu_ only leaf
+  // locks are taken: the flight recorder's aux_mu_ and a Work's done_mu_ (finishing a refused
+  // Work).
+  mutable Mutex mu_;
   // Waiters for running_ to clear or the queue to drain (counted in cv_waiters_).
   std::condition_variable cv_;
   // The idle executor sleeps on alarm_ (executor_idle_); submit sets it kExecutorDelay ahead
-  // unless it is set already (alarm_set_: since the executor last woke), shutdown at once.
+  // unless it is set already (alarm_set_: since the executor last woke), shutdown at once. Alarm
+  // may be set from any thread and is slept on without mu_.
   Alarm alarm_;
-  bool executor_idle_ = false;
-  bool alarm_set_ = false;
-  std::chrono::microseconds executor_delay_{50};  // kMinExecutorDelay..kMaxExecutorDelay
-  std::deque<Op> queue_;
+  bool executor_idle_ GUARDED_BY(mu_) = false;
+  bool alarm_set_ GUARDED_BY(mu_) = false;
+  // kMinExecutorDelay..kMaxExecutorDelay
+  std::chrono::microseconds executor_delay_ GUARDED_BY(mu_) = std::chrono::microseconds(50);
+  std::deque<Op> queue_ GUARDED_BY(mu_);
   // An operation is executing (inline or on the executor). Set under mu_; a blocking call run
   // inline clears it without mu_ (run_blocking), so threads that wait on cv_ for it count
   // themselves in cv_waiters_ first.
   std::atomic<bool> running_{false};
   std::atomic<int> cv_waiters_{0};
-  bool stopping_ = false;
-  uint64_t next_seq_ = 0;
-  Status broken_;
+  bool stopping_ GUARDED_BY(mu_) = false;
+  uint64_t next_seq_ GUARDED_BY(mu_) = 0;
+  Status broken_ GUARDED_BY(mu_);
   std::atomic<bool> is_broken_{false};  // broken_ is set (read without mu_ on the fast path)
-  std::thread executor_;
-  bool shut_down_ = false;
-  std::mutex watch_mu_;
+  // Started by the first submit; shutdown() takes it out (under mu_, once submit refuses work)
+  // and joins it.
+  std::jthread executor_ GUARDED_BY(mu_);
+  bool shut_down_ GUARDED_BY(mu_) = false;
+  Mutex watch_mu_;
   std::condition_variable watch_cv_;
-  bool watch_stop_ = false;  // watch_mu_
-  std::thread watchdog_;
-  std::thread diag_;
+  bool watch_stop_ GUARDED_BY(watch_mu_) = false;
+  // Started by create() and joined by stop_watchdog(), both on the owner's thread.
+  std::jthread watchdog_;
+  std::jthread diag_;
   int64_t diag_slot_ = 0;  // rank 0: this communicator's weft-diag/comm/<n>
   int64_t diag_seen_ = 0;  // the last diag request answered (or there before we started)
   // Point-to-point Works whose request the transport may still hold: kept alive until done even
-  // if the caller drops its handle.
-  std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_;
+  // if the caller drops its handle. shutdown() takes them over.
+  std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_ GUARDED_BY(mu_);
 };
 
 }  // namespace weft

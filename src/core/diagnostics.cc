@@ -19,12 +19,12 @@ namespace weft {
 
 void CommunicatorImpl::start_watchdog() {
   if (options_.peer_timeout.count() <= 0 || size() < 2) return;
-  watchdog_ = std::thread([this] { watchdog_loop(); });
+  watchdog_ = std::jthread([this] { watchdog_loop(); });
 }
 
 void CommunicatorImpl::stop_watchdog() {
   {
-    std::lock_guard<std::mutex> lock(watch_mu_);
+    MutexLock lock(watch_mu_);
     watch_stop_ = true;
   }
   watch_cv_.notify_all();
@@ -50,12 +50,13 @@ void CommunicatorImpl::start_diag_responder() {
       }
     }
   }
-  diag_ = std::thread([this] { diag_loop(); });
+  diag_ = std::jthread([this] { diag_loop(); });
 }
 
 void CommunicatorImpl::diag_loop() {
-  std::unique_lock<std::mutex> lock(watch_mu_);
-  while (!watch_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return watch_stop_; })) {
+  MutexUniqueLock lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock.native(), std::chrono::seconds(1),
+                             [&]() REQUIRES(watch_mu_) { return watch_stop_; })) {
     lock.unlock();
     // get() with no wait: bounded (about 250 ms to connect) even when the store is gone, e.g.
     // hosted by a rank that already exited, so shutting down never waits long for this thread.
@@ -78,8 +79,9 @@ void CommunicatorImpl::diag_loop() {
 void CommunicatorImpl::watchdog_loop() {
   const auto period = std::clamp<std::chrono::milliseconds>(
       options_.peer_timeout / 5, std::chrono::milliseconds(10), std::chrono::milliseconds(2000));
-  std::unique_lock<std::mutex> lock(watch_mu_);
-  while (!watch_cv_.wait_for(lock, period, [&] { return watch_stop_; })) {
+  MutexUniqueLock lock(watch_mu_);
+  while (!watch_cv_.wait_for(lock.native(), period,
+                             [&]() REQUIRES(watch_mu_) { return watch_stop_; })) {
     lock.unlock();
     if (broken().ok()) {
       Status st = transport_->heartbeat(Clock::now(), options_.peer_timeout);
@@ -167,7 +169,7 @@ void CommunicatorImpl::dump_flight_record(const Status& why) {
 
 std::string CommunicatorImpl::flight_record_json() const {
   std::vector<std::pair<std::string, uint64_t>> counters;
-  std::unique_lock<std::mutex> lock(transport_mu_);
+  MutexUniqueLock lock(transport_mu_);
   if (transport_ && transport_has_shm_) {
     const TransportCounters c = transport_->counters();
     counters = {{"shm_single_copy_messages", c.single_copy_messages},

@@ -115,7 +115,7 @@ uint64_t FlightRecorder::record(const Fields& f, Aux* aux) {
   s.started.store(f.started, R);
   s.ended.store(f.ended, R);
   if (aux != nullptr || s.has_aux.load(R)) {
-    std::lock_guard<std::mutex> lock(aux_mu_);
+    MutexLock lock(aux_mu_);
     aux_[static_cast<size_t>(&s - slots_.get())] = aux != nullptr ? std::move(*aux) : Aux();
     s.has_aux.store(aux != nullptr, R);
   }
@@ -162,7 +162,7 @@ void FlightRecorder::update(uint64_t id, FlightEntry::State state, Clock::time_p
   if (started != Clock::time_point{}) s->started.store(ticks(started), R);
   if (ended != Clock::time_point{}) s->ended.store(ticks(ended), R);
   if (status != nullptr && !status->ok()) {
-    std::lock_guard<std::mutex> lock(aux_mu_);
+    MutexLock lock(aux_mu_);
     aux_[static_cast<size_t>(s - slots_.get())].error = status->to_string();
     s->has_aux.store(true, R);
   }
@@ -229,7 +229,7 @@ std::vector<FlightEntry> FlightRecorder::snapshot() const {
       std::atomic_thread_fence(std::memory_order_acquire);
       if (s.version.load(R) != v1) continue;
       if (!aux || e.id != id) break;
-      std::lock_guard<std::mutex> lock(aux_mu_);
+      MutexLock lock(aux_mu_);
       if (s.version.load(R) != v1) continue;
       const Aux& x = aux_[static_cast<size_t>(&s - slots_.get())];
       e.peer = x.peer;

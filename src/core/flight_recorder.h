@@ -19,12 +19,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/clock.h"
+#include "base/mutex.h"
 #include "weft/options.h"
 #include "weft/status.h"
 #include "weft/types.h"
@@ -102,8 +102,8 @@ class FlightRecorder {
   const size_t capacity_;
   std::unique_ptr<Slot[]> slots_;
   std::atomic<uint64_t> next_id_{1};
-  std::vector<Aux> aux_;       // one per slot, guarded by aux_mu_
-  mutable std::mutex aux_mu_;
+  std::vector<Aux> aux_ GUARDED_BY(aux_mu_);  // one per slot
+  mutable Mutex aux_mu_;                      // a leaf: taken under the communicator's mu_
 };
 
 }  // namespace weft

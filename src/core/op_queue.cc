@@ -75,7 +75,7 @@ Status CommunicatorImpl::run_blocking(CollectiveArgs&& args) {
   op.kind = args.kind;
   CollectiveOp& c = op.body.emplace<CollectiveOp>();
   c.args = std::move(args);
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   if (!broken_.ok() || shut_down_ || !queue_.empty() || running_) {
     lock.unlock();
     return submit(std::move(op))->wait(std::chrono::milliseconds::max());
@@ -92,13 +92,13 @@ Status CommunicatorImpl::run_blocking(CollectiveArgs&& args) {
   // clearing running_, so either it sees running_ cleared or this sees it and wakes it.
   running_.store(false, std::memory_order_seq_cst);
   if (cv_waiters_.load(std::memory_order_seq_cst) != 0) {
-    std::lock_guard<std::mutex> relock(mu_);
+    MutexLock relock(mu_);
     cv_.notify_all();
   }
   return st;
 }
 
-Status CommunicatorImpl::execute_unlocked(std::unique_lock<std::mutex>& lock, Op& op) {
+Status CommunicatorImpl::execute_unlocked(MutexUniqueLock& lock, Op& op) {
   running_ = true;
   lock.unlock();
   Status st = execute(op);
@@ -110,7 +110,7 @@ Status CommunicatorImpl::execute_unlocked(std::unique_lock<std::mutex>& lock, Op
 }
 
 void CommunicatorImpl::run_queued_through(const WorkImpl* w) {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   while (!running_ && !queue_.empty()) {
     if (std::none_of(queue_.begin(), queue_.end(),
                      [w](const Op& op) { return op.work.get() == w; })) {
@@ -125,7 +125,7 @@ void CommunicatorImpl::run_queued_through(const WorkImpl* w) {
 std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   op.work = std::make_shared<WorkImpl>(op.p2p());
   auto work = op.work;
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   if (!broken_.ok()) {
     work->finish(broken_);
     return work;
@@ -163,7 +163,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   work->set_runner(runner_);
   queue_.push_back(std::move(op));
   if (!executor_.joinable()) {
-    executor_ = std::thread([this] { executor_loop(); });
+    executor_ = std::jthread([this] { executor_loop(); });
   } else if (executor_idle_ && !alarm_set_) {
     alarm_set_ = true;
     alarm_.set(executor_delay_);
@@ -172,7 +172,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
 }
 
 void CommunicatorImpl::executor_loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexUniqueLock lock(mu_);
   while (true) {
     if (!queue_.empty() && !running_) {
       Op op = std::move(queue_.front());
@@ -183,7 +183,7 @@ void CommunicatorImpl::executor_loop() {
     if (!queue_.empty()) {
       // Queued behind an operation another thread executes: wait for its end on cv_.
       cv_waiters_.fetch_add(1, std::memory_order_seq_cst);
-      cv_.wait(lock, [&] { return !running_.load(std::memory_order_seq_cst); });
+      cv_.wait(lock.native(), [&] { return !running_.load(std::memory_order_seq_cst); });
       cv_waiters_.fetch_sub(1, std::memory_order_relaxed);
       continue;
     }

@@ -13,7 +13,7 @@ void WorkImpl::finish(Status st, Clock::time_point end) {
   completion_.end_notify();
   std::function<void(const Status&)> fn;
   {
-    std::lock_guard<std::mutex> lock(done_mu_);
+    MutexLock lock(done_mu_);
     finished_ = true;
     fn = std::move(on_done_);
   }
@@ -24,7 +24,7 @@ void WorkImpl::finish(Status st, Clock::time_point end) {
 bool WorkImpl::on_done(std::function<void(const Status&)> fn) {
   if (point_to_point_ || !fn) return false;
   {
-    std::lock_guard<std::mutex> lock(done_mu_);
+    MutexLock lock(done_mu_);
     if (!finished_) {
       on_done_ = std::move(fn);
       return true;
@@ -62,7 +62,7 @@ Status WorkImpl::wait(std::chrono::milliseconds timeout) {
   if (unbounded && runner_ && !test()) {
     // Still queued, perhaps: run it here rather than wake the executor and sleep. (Not under a
     // timeout: running it could outlast the timeout.)
-    std::shared_lock<std::shared_mutex> lock(runner_->mu);
+    ReaderMutexLock lock(runner_->mu);
     if (runner_->impl != nullptr) runner_->impl->run_queued_through(this);
   }
   auto user_deadline = unbounded ? Clock::time_point::max() : Clock::now() + timeout;

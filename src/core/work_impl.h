@@ -12,9 +12,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
-#include <shared_mutex>
 
+#include "base/mutex.h"
 #include "runtime/completion.h"
 #include "transport/transport.h"
 #include "weft/work.h"
@@ -26,8 +25,9 @@ class CommunicatorImpl;
 // Shared by a communicator and its queued Works, so that a Work may outlive the communicator:
 // `impl` is cleared (exclusively) by shutdown once nothing can be queued any more.
 struct QueueRunner {
-  std::shared_mutex mu;
-  CommunicatorImpl* impl = nullptr;  // guarded by mu
+  explicit QueueRunner(CommunicatorImpl* communicator) : impl(communicator) {}
+  SharedMutex mu;
+  CommunicatorImpl* impl GUARDED_BY(mu);
 };
 
 class WorkImpl final : public Work {
@@ -40,7 +40,7 @@ class WorkImpl final : public Work {
   bool test() const override;
   Status wait(std::chrono::milliseconds timeout) override;
   Status status() const override;
-  bool on_done(std::function<void(const Status&)> fn) override;
+  bool on_done(std::function<void(const Status&)> fn) EXCLUDES(done_mu_) override;
   Clock::time_point start_time() const override { return start_; }
   Clock::time_point end_time() const override { return end_; }
   int source() const override {
@@ -58,7 +58,7 @@ class WorkImpl final : public Work {
   void finish(Status st) { finish(std::move(st), Clock::now()); }
   // Reading the clock costs tens of nanoseconds on the VMs weft runs on: callers that already
   // hold the time pass it.
-  void finish(Status st, Clock::time_point end);
+  void finish(Status st, Clock::time_point end) EXCLUDES(done_mu_);
 
   // Point-to-point side: the request lives here; arm() before posting it.
   Request& request() { return req_; }
@@ -80,9 +80,9 @@ class WorkImpl final : public Work {
   mutable std::atomic<bool> end_recorded_{false};
   const bool point_to_point_;
   std::shared_ptr<QueueRunner> runner_;
-  std::mutex done_mu_;  // orders on_done() against finish()
-  bool finished_ = false;                         // done_mu_
-  std::function<void(const Status&)> on_done_;    // done_mu_
+  Mutex done_mu_;  // orders on_done() against finish()
+  bool finished_ GUARDED_BY(done_mu_) = false;
+  std::function<void(const Status&)> on_done_ GUARDED_BY(done_mu_);
 };
 
 }  // namespace weft

@@ -4,8 +4,8 @@
 
 #include <condition_variable>
 #include <map>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "rendezvous/store_common.h"
 #include "weft/store.h"
 
@@ -16,7 +16,7 @@ class MemoryStore final : public Store {
  public:
   Status set(std::string_view key, const Bytes& value) override {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       data_.insert_or_assign(std::string(key), value);
     }
     // notify_all: waiters on different keys share the variable; each re-checks its own keys.
@@ -26,11 +26,11 @@ class MemoryStore final : public Store {
 
   Result<Bytes> get(std::string_view key, std::chrono::milliseconds timeout) override {
     const auto deadline = deadline_after(timeout);
-    std::unique_lock lock(mu_);
+    MutexUniqueLock lock(mu_);
     for (;;) {
       auto it = data_.find(key);
       if (it != data_.end()) return it->second;
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout &&
+      if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout &&
           data_.find(key) == data_.end()) {
         return Status(ErrorCode::timeout,
                       fmt::format("memory store: get({}): timed out after {}", quote_key(key),
@@ -42,7 +42,7 @@ class MemoryStore final : public Store {
   Result<int64_t> add(std::string_view key, int64_t delta) override {
     int64_t sum = 0;
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       auto it = data_.find(key);
       Bytes next;
       Result<int64_t> r =
@@ -61,8 +61,9 @@ class MemoryStore final : public Store {
 
   Status wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
     const auto deadline = deadline_after(timeout);
-    std::unique_lock lock(mu_);
-    if (cv_.wait_until(lock, deadline, [&] { return all_present(keys); })) {
+    MutexUniqueLock lock(mu_);
+    if (cv_.wait_until(lock.native(), deadline,
+                       [&]() REQUIRES(mu_) { return all_present(keys); })) {
       return Status::success();
     }
     return Status(ErrorCode::timeout,
@@ -71,28 +72,28 @@ class MemoryStore final : public Store {
   }
 
   Result<bool> check(const std::vector<std::string>& keys) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return all_present(keys);
   }
 
   Status erase(std::string_view key) override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     auto it = data_.find(key);
     if (it != data_.end()) data_.erase(it);
     return Status::success();
   }
 
  private:
-  bool all_present(const std::vector<std::string>& keys) const {
+  bool all_present(const std::vector<std::string>& keys) const REQUIRES(mu_) {
     for (const auto& k : keys) {
       if (data_.find(k) == data_.end()) return false;
     }
     return true;
   }
 
-  std::mutex mu_;
-  std::condition_variable cv_;                      // signalled after every change of data_
-  std::map<std::string, Bytes, std::less<>> data_;  // guarded by mu_
+  Mutex mu_;
+  std::condition_variable cv_;  // signalled after every change of data_
+  std::map<std::string, Bytes, std::less<>> data_ GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.h"
 #include "base/socket.h"
 #include "rendezvous/store_common.h"
 #include "rendezvous/tcp_store_protocol.h"
@@ -196,9 +196,9 @@ class TcpStoreClient final : public Store {
     return s;
   }
 
-  Result<Fd> take_connection(Clock::time_point deadline) {
+  Result<Fd> take_connection(Clock::time_point deadline) EXCLUDES(mu_) {
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       if (!idle_.empty()) {
         Fd fd = std::move(idle_.back());
         idle_.pop_back();
@@ -208,8 +208,8 @@ class TcpStoreClient final : public Store {
     return open_connection(deadline);
   }
 
-  void give_back(Fd fd) {
-    std::lock_guard lock(mu_);
+  void give_back(Fd fd) EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
   }
 
@@ -264,8 +264,8 @@ class TcpStoreClient final : public Store {
   const uint16_t port_;
   const std::string where_;  // "host:port" for messages
   const milliseconds default_timeout_;
-  std::mutex mu_;
-  std::vector<Fd> idle_;  // guarded by mu_: connected, greeted, no request in flight
+  Mutex mu_;                              // a leaf, held only to take or return a connection
+  std::vector<Fd> idle_ GUARDED_BY(mu_);  // connected, greeted, no request in flight
 };
 
 }  // namespace

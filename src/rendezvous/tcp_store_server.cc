@@ -67,7 +67,7 @@ class Server final : public TcpStoreServer {
   uint16_t port() const override { return port_; }
 
   void begin() {
-    thread_ = std::thread([this] { loop(); });
+    thread_ = std::jthread([this] { loop(); });
   }
 
  private:
@@ -84,7 +84,7 @@ class Server final : public TcpStoreServer {
 
   Fd listen_, epoll_, wake_;
   const uint16_t port_;
-  std::thread thread_;
+  std::jthread thread_;  // joined by the destructor, after it wakes the loop
 
   // Everything below belongs to the server thread.
   TcpStoreTable table_;

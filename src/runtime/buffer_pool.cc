@@ -41,7 +41,7 @@ void* BufferPool::acquire(size_t bytes) {
   if (bytes == 0) return nullptr;
   const int idx = class_index(bytes);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto& list = free_[idx];
     if (!list.empty()) {
       void* p = list.back();
@@ -57,7 +57,7 @@ void BufferPool::release(void* ptr, size_t bytes) {
   if (ptr == nullptr) return;
   const size_t size = class_size(bytes);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto& list = free_[class_index(bytes)];
     if (list.size() < max_per_class_ && cached_bytes_ + size <= max_cached_bytes_) {
       list.push_back(ptr);
@@ -69,14 +69,14 @@ void BufferPool::release(void* ptr, size_t bytes) {
 }
 
 size_t BufferPool::cached_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return cached_bytes_;
 }
 
 void BufferPool::trim() {
   std::array<std::vector<void*>, kClasses> victims;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     victims.swap(free_);
     cached_bytes_ = 0;
   }

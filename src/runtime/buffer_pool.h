@@ -14,8 +14,9 @@
 
 #include <array>
 #include <cstddef>
-#include <mutex>
 #include <vector>
+
+#include "base/mutex.h"
 
 namespace weft {
 
@@ -50,9 +51,9 @@ class BufferPool {
 
   const size_t max_per_class_;
   const size_t max_cached_bytes_;
-  mutable std::mutex mu_;
-  std::array<std::vector<void*>, kClasses> free_;  // guarded by mu_
-  size_t cached_bytes_ = 0;                        // guarded by mu_
+  mutable Mutex mu_;  // a leaf
+  std::array<std::vector<void*>, kClasses> free_ GUARDED_BY(mu_);
+  size_t cached_bytes_ GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace weft

@@ -26,7 +26,7 @@ Result<std::unique_ptr<Reactor>> Reactor::create(std::string name) {
     return errno_status("epoll_ctl(eventfd)");
   }
   Reactor* raw = r.get();
-  r->thread_ = std::thread([raw] { raw->loop(); });
+  r->thread_ = std::jthread([raw] { raw->loop(); });
   return r;
 }
 
@@ -68,7 +68,7 @@ void Reactor::remove(int fd) {
 
 void Reactor::post(std::function<void()> task) {
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     tasks_.push_back(std::move(task));
   }
   uint64_t one = 1;
@@ -99,7 +99,7 @@ void Reactor::run_tasks() {
   }
   std::vector<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(tasks_mu_);
+    MutexLock lock(tasks_mu_);
     tasks.swap(tasks_);
   }
   for (auto& t : tasks) t();

@@ -9,13 +9,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "base/fd.h"
+#include "base/mutex.h"
 #include "weft/status.h"
 
 namespace weft {
@@ -37,23 +37,23 @@ class Reactor {
   // Unregisters fd. Must run on the reactor thread (use run_sync from elsewhere).
   void remove(int fd);
 
-  void post(std::function<void()> task);
-  void run_sync(const std::function<void()>& task);
+  void post(std::function<void()> task) EXCLUDES(tasks_mu_);
+  void run_sync(const std::function<void()>& task) EXCLUDES(tasks_mu_);
   bool on_reactor_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
 
  private:
   Reactor() = default;
   void loop();
-  void run_tasks();
+  void run_tasks() EXCLUDES(tasks_mu_);
 
   Fd epoll_;
   Fd wake_;  // eventfd
-  std::thread thread_;
+  std::jthread thread_;  // joined by the destructor once it has stopped the loop
   std::string name_;
   bool stopping_ = false;  // reactor thread only
 
-  std::mutex tasks_mu_;
-  std::vector<std::function<void()>> tasks_;  // guarded by tasks_mu_
+  Mutex tasks_mu_;  // a leaf
+  std::vector<std::function<void()>> tasks_ GUARDED_BY(tasks_mu_);
 
   // fd -> handler; touched only on the reactor thread (add() posts itself there when needed).
   std::unordered_map<int, std::shared_ptr<Handler>> handlers_;

@@ -43,7 +43,7 @@ void ShmTransport::watch_loop() {
         continue;
       }
       {
-        std::lock_guard<std::mutex> lock(p.mu);
+        MutexLock lock(p.mu);
         p.gone.store(true);
       }
       watched.erase(watched.begin() + static_cast<std::ptrdiff_t>(i));
@@ -51,7 +51,7 @@ void ShmTransport::watch_loop() {
       // Whoever waits notices in its next pass (check_peer); make sure it makes one.
       ring(own_->header());
       if (p.hdr->state.load(std::memory_order_acquire) == kRunning) {
-        std::unique_lock<std::mutex> lock(p.mu);
+        MutexUniqueLock lock(p.mu);
         Status st = check_peer(p);
         lock.unlock();
         if (!st.ok()) fail(st);
@@ -95,7 +95,7 @@ std::vector<int> ShmTransport::lost_peers() const {
 }
 
 Status ShmTransport::failure() const {
-  std::lock_guard<std::mutex> lock(err_mu_);
+  MutexLock lock(err_mu_);
   return error_;
 }
 
@@ -107,7 +107,7 @@ Status ShmTransport::error() const {
 void ShmTransport::fail(const Status& status) {
   if (!failed_.exchange(true, std::memory_order_acq_rel)) {
     {
-      std::lock_guard<std::mutex> lock(err_mu_);
+      MutexLock lock(err_mu_);
       error_ = status;
     }
     SegmentHeader& own = own_->header();
@@ -130,7 +130,7 @@ void ShmTransport::fail_locked_out(const Status& status) {
   std::vector<Request*> reqs;
   for (auto& peer : peers_) {
     Peer& p = *peer;
-    std::lock_guard<std::mutex> lock(p.mu);  // waits for a copy in progress
+    MutexLock lock(p.mu);  // waits for a copy in progress
     for (Request* r : p.posted) reqs.push_back(r);
     for (Request* r : p.rts_pending) reqs.push_back(r);
     for (Request* r : p.expected) reqs.push_back(r);
@@ -148,7 +148,7 @@ void ShmTransport::fail_locked_out(const Status& status) {
     p.unexpected.clear();
   }
   {
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     for (Request* r : any_posted_) reqs.push_back(r);
     any_posted_.clear();
   }

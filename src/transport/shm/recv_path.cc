@@ -27,7 +27,7 @@ void ShmTransport::post_recv(Request* r) {
   Peer& p = *peers_[static_cast<size_t>(index)];
   Status st;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (failed_.load(std::memory_order_acquire)) {
       r->complete(failure());
       return;
@@ -48,7 +48,7 @@ void ShmTransport::post_recv(Request* r) {
 void ShmTransport::post_recv_any(Request* r) {
   // Every peer mutex at once (in rank order): no arrival can slip between the search and the
   // parking of the receive.
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<Mutex>> locks;
   locks.reserve(peers_.size());
   for (auto& p : peers_) locks.emplace_back(p->mu);
   if (failed_.load(std::memory_order_acquire)) {
@@ -68,7 +68,7 @@ void ShmTransport::post_recv_any(Request* r) {
     if (!st.ok()) fail(st);
     return;
   }
-  std::lock_guard<std::mutex> lock(any_mu_);
+  MutexLock lock(any_mu_);
   any_posted_.push_back(r);
 }
 
@@ -80,7 +80,7 @@ Request* ShmTransport::take_posted(Peer& p, uint64_t tag) {
     return r;
   }
   if (!is_p2p(tag)) return nullptr;
-  std::lock_guard<std::mutex> lock(any_mu_);
+  MutexLock lock(any_mu_);
   auto any = std::find_if(any_posted_.begin(), any_posted_.end(),
                           [&](Request* r) { return r->tag == tag; });
   if (any == any_posted_.end()) return nullptr;
@@ -215,8 +215,8 @@ int ShmTransport::progress_all() {
   for (auto& peer : peers_) {
     Peer& p = *peer;
     if (p.rank == rank_) continue;
-    std::unique_lock<std::mutex> lock(p.mu, std::try_to_lock);
-    if (!lock.owns_lock()) {
+    MutexUniqueLock lock(p.mu, std::defer_lock);
+    if (!lock.try_lock()) {
       ++moved;  // someone else is moving it; look again instead of sleeping
       continue;
     }

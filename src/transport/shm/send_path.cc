@@ -22,7 +22,7 @@ void ShmTransport::post_send(Request* r) {
   Status st;
   int moved = 0;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (failed_.load(std::memory_order_acquire)) {
       r->complete(failure());
       return;
@@ -44,7 +44,7 @@ void ShmTransport::send_self(Request* r) {
   Peer& p = *peers_[static_cast<size_t>(rank_)];
   Status st;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (failed_.load(std::memory_order_acquire)) {
       r->complete(failure());
       return;

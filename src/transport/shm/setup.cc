@@ -38,10 +38,9 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   // Built aside and kept only once complete: a failed start leaves no half-made peers.
   std::vector<std::unique_ptr<Peer>> peers(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    auto p = std::make_unique<Peer>();
+    auto p = std::make_unique<Peer>(options_.eager_credit_bytes);
     p->rank = r;
     p->name = names_[static_cast<size_t>(r)];
-    p->send_credits = options_.eager_credit_bytes;
     if (r != rank_) {
       const std::string& peer_name = seg_names.value()[static_cast<size_t>(r < rank_ ? r : r - 1)];
       auto seg = Segment::open(peer_name, r, size_, token, ring_bytes_);
@@ -78,12 +77,12 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   own_->unlink();
   peers_ = std::move(peers);
   started_ = true;
-  background_ = std::thread([this] { background_loop(); });
+  background_ = std::jthread([this] { background_loop(); });
   bool watch = false;
   for (auto& p : peers_) watch = watch || (p->rank != rank_ && p->pid != ::getpid());
   if (watch) {
     watch_wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    watcher_ = std::thread([this] { watch_loop(); });
+    watcher_ = std::jthread([this] { watch_loop(); });
   }
   return Status();
 }
@@ -97,7 +96,7 @@ ShmTransport::~ShmTransport() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(bg_mu_);
     stopping_ = true;
   }
   bg_cv_.notify_all();
@@ -126,7 +125,7 @@ void ShmTransport::close(std::chrono::milliseconds timeout) {
     if (p.rank == rank_) continue;
     while (!failed_.load(std::memory_order_acquire)) {
       int moved = 0;
-      std::unique_lock<std::mutex> lock(p.mu);
+      MutexUniqueLock lock(p.mu);
       if (p.outq.empty()) break;
       if (Status st = flush(p, moved); !st.ok()) {
         lock.unlock();
@@ -147,7 +146,7 @@ void ShmTransport::close(std::chrono::milliseconds timeout) {
 
 void ShmTransport::note_p2p() {
   if (p2p_used_.exchange(true, std::memory_order_acq_rel)) return;
-  std::lock_guard<std::mutex> lock(bg_mu_);
+  MutexLock lock(bg_mu_);
   bg_cv_.notify_all();
 }
 
@@ -158,7 +157,7 @@ void ShmTransport::begin_operation(const Fingerprint& fp) {
   Status st;
   for (auto& p : peers_) {
     if (parked_collective_.load(std::memory_order_acquire) == 0) break;
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(p->mu);
     for (const Unexpected& u : p->unexpected) {
       st = check_collective(*p, u.tag, u.fp);
       if (!st.ok()) break;
@@ -176,7 +175,7 @@ void ShmTransport::end_operation() {
   wake_sleepers();
   op_active_.store(false, std::memory_order_release);
   if (p2p_used_.load(std::memory_order_acquire)) {
-    std::lock_guard<std::mutex> lock(bg_mu_);
+    MutexLock lock(bg_mu_);
     bg_cv_.notify_all();
   }
 }

@@ -7,7 +7,7 @@
 // progress thread between operations, a poster) takes it, and copies into or out of a ring only
 // while holding it, so fail() (which takes every peer mutex) returns only once no buffer is
 // touched. Lock order: one Peer::mu (or all of them in rank order), then any_mu_ (leaf
-// locks, like err_mu_).
+// locks, like err_mu_). The annotations (base/thread_annotations.h) let clang check this.
 #pragma once
 
 #include <fmt/format.h>
@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -27,6 +26,7 @@
 #include "base/clock.h"
 #include "base/cpus.h"
 #include "base/fd.h"
+#include "base/mutex.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_transport.h"
 
@@ -116,35 +116,42 @@ struct OutRec {
 };
 
 struct Peer {
+  explicit Peer(size_t credits) : send_credits(credits) {}
+
   int rank = -1;  // index in this transport
   int name = -1;  // the rank messages call it (ShmTransportConfig::members)
   int pid = 0;
-  std::mutex mu;
+  Mutex mu;
+  // Fixed once started; the rings' contents are mu's too (copies happen while holding it).
   std::unique_ptr<Segment> seg;  // the peer's segment (nullptr for this rank itself)
   SegmentHeader* hdr = nullptr;  // its header
   RingCtl* in_ctl = nullptr;     // ring peer -> this rank (in this rank's segment)
   uint8_t* in = nullptr;
   RingCtl* out_ctl = nullptr;    // ring this rank -> peer (in the peer's segment)
   uint8_t* out = nullptr;
-  uint64_t in_head = 0;          // consumed
-  uint64_t in_published = 0;     // last value stored to in_ctl->head
+  uint64_t in_head GUARDED_BY(mu) = 0;       // consumed
+  uint64_t in_published GUARDED_BY(mu) = 0;  // last value stored to in_ctl->head
   std::atomic<uint64_t> consumed{0};  // in_head, for work_pending's lock-free look
-  uint64_t out_tail = 0;         // produced (published to out_ctl->tail)
-  uint64_t out_head = 0;         // the consumer's head as last read (refreshed when short of room)
-  std::deque<OutRec> outq;
-  std::vector<Request*> posted;        // receives not yet matched, in posting order
-  std::vector<Unexpected> unexpected;  // arrivals not yet matched, in arrival order
-  std::vector<Request*> rts_pending;   // our large sends waiting for CTS
-  std::vector<Request*> expected;      // our receives waiting for DATA
-  size_t send_credits = 0;
-  size_t credits_to_return = 0;
-  uint64_t next_msg_id = 0;
+  uint64_t out_tail GUARDED_BY(mu) = 0;  // produced (published to out_ctl->tail)
+  // The consumer's head as last read (refreshed when short of room).
+  uint64_t out_head GUARDED_BY(mu) = 0;
+  std::deque<OutRec> outq GUARDED_BY(mu);
+  // Receives not yet matched, in posting order.
+  std::vector<Request*> posted GUARDED_BY(mu);
+  // Arrivals not yet matched, in arrival order.
+  std::vector<Unexpected> unexpected GUARDED_BY(mu);
+  std::vector<Request*> rts_pending GUARDED_BY(mu);  // our large sends waiting for CTS
+  std::vector<Request*> expected GUARDED_BY(mu);     // our receives waiting for DATA
+  size_t send_credits GUARDED_BY(mu);
+  size_t credits_to_return GUARDED_BY(mu) = 0;
+  uint64_t next_msg_id GUARDED_BY(mu) = 0;
   std::atomic<bool> gone{false};       // the process exited (seen by the watcher)
   std::atomic<bool> silent{false};     // its heartbeat stood still for peer_timeout
   uint64_t hb_seen = 0;                // heartbeat()'s own state (its thread only)
   Clock::time_point hb_heard{};
   std::atomic<bool> want_room{false};  // our records wait for room in the peer's ring
-  bool cma = true;                     // its offers may be read (false once the kernel refused)
+  // Its offers may be read (false once the kernel refused).
+  bool cma GUARDED_BY(mu) = true;
   SharedSlot* shared[2] = {};          // its two SharedSlots (this rank's own for itself)
 };
 
@@ -194,7 +201,7 @@ class ShmTransport final : public Transport {
   void end_operation() override;
   bool wait(Completion& completion, uint32_t seen, const Request* hint,
             Clock::time_point deadline) override;
-  void fail(const Status& status) override;
+  void fail(const Status& status) EXCLUDES(err_mu_, any_mu_) override;
   Status error() const override;
   void close(std::chrono::milliseconds timeout) override;
   Status heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) override;
@@ -224,37 +231,40 @@ class ShmTransport final : public Transport {
   void wake_sleepers();
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).
   int progress_all();
-  Status progress_peer(Peer& p, int& moved);         // p.mu held
-  Status read_ring(Peer& p, int& moved);             // p.mu held
-  void publish_head(Peer& p);                        // p.mu held
-  Status on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved);
-  Status flush(Peer& p, int& moved);                 // p.mu held
-  Status check_peer(Peer& p);                        // p.mu held
+  Status progress_peer(Peer& p, int& moved) REQUIRES(p.mu);
+  Status read_ring(Peer& p, int& moved) REQUIRES(p.mu);
+  void publish_head(Peer& p) REQUIRES(p.mu);
+  Status on_record(Peer& p, const Record& rec, const uint8_t* payload, int& moved) REQUIRES(p.mu);
+  Status flush(Peer& p, int& moved) REQUIRES(p.mu);
+  Status check_peer(Peer& p) REQUIRES(p.mu);
   Status check_collective(const Peer& p, uint64_t tag, const Fingerprint& fp);
-  // p.mu held: receives the large message msg_id into the matched receive r, reading it from
-  // the sender's memory when it offered that (acknowledged with a `read` record), else asking
-  // for it through the ring (CTS). An error fails the transport.
-  Status receive_large(Peer& p, Request* r, uint64_t msg_id, uint64_t address, int& moved);
+  // Receives the large message msg_id into the matched receive r, reading it from the sender's
+  // memory when it offered that (acknowledged with a `read` record), else asking for it through
+  // the ring (CTS). An error fails the transport.
+  Status receive_large(Peer& p, Request* r, uint64_t msg_id, uint64_t address, int& moved)
+      REQUIRES(p.mu);
   // Copies r->bytes from `address` in p's process into r->buf. Sets `refused` (and returns ok)
   // when the kernel does not allow it: the caller falls back to the ring.
-  Status cma_read(Peer& p, Request& r, uint64_t address, bool& refused);
+  Status cma_read(Peer& p, Request& r, uint64_t address, bool& refused) REQUIRES(p.mu);
   // Whether a send offers its buffer to be read by the receiver (rts record's offset).
   bool offers_read(const Request& r) const { return cma_threshold_ != 0 && r.bytes >= cma_threshold_; }
   Status match_check(const Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
-  // p.mu held: the oldest receive posted for (p, tag), from p or from any peer; nullptr if none.
-  Request* take_posted(Peer& p, uint64_t tag);
-  // p.mu held: matches r with the parked message at `index` (removing it). An error fails the
-  // transport (the caller calls fail() once p.mu is released).
-  Status match_unexpected(Peer& p, Request* r, size_t index);
-  // p.mu held: parks an arrival (counted in parked_collective_ when it belongs to a collective).
-  void park(Peer& p, const Unexpected& u);
-  void post_recv_any(Request* r);
+  // The oldest receive posted for (p, tag), from p or from any peer; nullptr if none.
+  Request* take_posted(Peer& p, uint64_t tag) REQUIRES(p.mu) EXCLUDES(any_mu_);
+  // Matches r with the parked message at `index` (removing it). An error fails the transport
+  // (the caller calls fail() once p.mu is released).
+  Status match_unexpected(Peer& p, Request* r, size_t index) REQUIRES(p.mu);
+  // Parks an arrival (counted in parked_collective_ when it belongs to a collective).
+  void park(Peer& p, const Unexpected& u) REQUIRES(p.mu);
+  // Not analysed: it holds every peer mutex at once (taken in a loop, in rank order), which the
+  // analysis cannot follow.
+  void post_recv_any(Request* r) EXCLUDES(any_mu_) NO_THREAD_SAFETY_ANALYSIS;
   void send_self(Request* r);
-  void return_credits(Peer& p, size_t bytes);
+  void return_credits(Peer& p, size_t bytes) REQUIRES(p.mu);
   void complete(Request* r, Status st);
-  void fail_locked_out(const Status& status);
-  Status failure() const;
-  void background_loop();
+  void fail_locked_out(const Status& status) EXCLUDES(any_mu_);
+  Status failure() const EXCLUDES(err_mu_);
+  void background_loop() EXCLUDES(bg_mu_);
   // True when a pass over the peers would find something to do (lock-free look).
   bool work_pending() const;
   // Sleeps on this rank's doorbell unless work_pending() or `completion` moved past `seen`.
@@ -263,7 +273,7 @@ class ShmTransport final : public Transport {
   template <typename Done>
   void sleep_unless(Done done, Clock::duration limit);
   void watch_loop();
-  void note_p2p();
+  void note_p2p() EXCLUDES(bg_mu_);
   // Oversubscribed waits: publishes this thread's CPU and, when the host's ranks crowd one CPU
   // while another has fewer than its share, moves this thread if it is the one to move.
   void spread_out(Clock::time_point now);
@@ -292,8 +302,8 @@ class ShmTransport final : public Transport {
 
   std::atomic<uint64_t> single_copy_messages_{0}, single_copy_bytes_{0}, single_copy_refused_{0};
 
-  mutable std::mutex err_mu_;
-  Status error_;
+  mutable Mutex err_mu_;  // a leaf (taken under a Peer::mu)
+  Status error_ GUARDED_BY(err_mu_);
   std::atomic<bool> failed_{false};
 
   CurrentFingerprint current_;
@@ -304,18 +314,19 @@ class ShmTransport final : public Transport {
   bool wake_pending_ = false;  // published since the last wake_sleepers
   std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
 
-  std::mutex any_mu_;
-  std::vector<Request*> any_posted_;
+  Mutex any_mu_;  // after a Peer::mu, never before
+  std::vector<Request*> any_posted_ GUARDED_BY(any_mu_);
 
   // The progress thread works only between operations and only once point-to-point was used
   // (collectives are progressed by the thread that runs them, from wait()).
-  std::mutex bg_mu_;
+  Mutex bg_mu_;  // a leaf
   std::condition_variable bg_cv_;
-  bool stopping_ = false;                // bg_mu_
+  bool stopping_ GUARDED_BY(bg_mu_) = false;
   std::atomic<bool> op_active_{false};
   std::atomic<bool> p2p_used_{false};
-  std::thread background_;
-  std::thread watcher_;
+  // Started by start(); the destructor stops and joins them.
+  std::jthread background_;
+  std::jthread watcher_;
   Fd watch_wake_;
 };
 

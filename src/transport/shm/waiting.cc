@@ -165,8 +165,8 @@ void ShmTransport::background_loop() {
   Clock::time_point last_moved{};
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(bg_mu_);
-      bg_cv_.wait(lock, [&] {
+      MutexUniqueLock lock(bg_mu_);
+      bg_cv_.wait(lock.native(), [&]() REQUIRES(bg_mu_) {
         return stopping_ ||
                (!failed_.load() && (!caller_progress_ || (p2p_used_.load() && !op_active_.load())));
       });

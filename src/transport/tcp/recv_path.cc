@@ -33,7 +33,7 @@ void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
   if (events & EPOLLOUT) {
     Status st;
     {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       st = flush(p, c);
     }
     if (!st.ok()) {
@@ -52,7 +52,7 @@ void TcpTransport::on_event(Peer& p, Connection& c, uint32_t events) {
 }
 
 Status TcpTransport::drain_reads(Peer& p, Connection& c) {
-  std::lock_guard<std::mutex> lock(c.read_mu);
+  MutexLock lock(c.read_mu);
   bool again = true;
   while (again && !c.closed && !c.eof) {
     Status st = read_some(p, c, again);
@@ -169,7 +169,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
   if (r == 0) {
     again = false;
     c.eof = true;
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (!p.departed) {
       log::debug("rank {}: EOF from rank {} socket {} state={} buffered={} remaining={} type={}",
                  rank_, p.rank, c.index, static_cast<int>(c.state), c.in_end - c.in_start,
@@ -247,7 +247,7 @@ Status TcpTransport::process(Peer& p, Connection& c) {
 
 Status TcpTransport::check_collective(Peer& p, const FrameHeader& h) {
   if (!is_collective(h.tag)) return Status();
-  std::lock_guard<std::mutex> lock(fp_mu_);
+  MutexLock lock(fp_mu_);
   return collective_mismatch(rank_, current_, p.rank, h.fp);
 }
 
@@ -270,7 +270,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
     case FrameType::rts: {
       WEFT_RETURN_IF_ERROR(check_collective(p, h));
       uint64_t bytes = h.type == FrameType::eager ? h.length : h.offset;
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       auto it = std::find_if(p.posted.begin(), p.posted.end(),
                              [&](Request* r) { return r->tag == h.tag; });
       Request* r = nullptr;
@@ -328,7 +328,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       break;
     }
     case FrameType::cts: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       auto it = std::find_if(p.rts_pending.begin(), p.rts_pending.end(),
                              [&](Request* r) { return r->msg_id == h.msg_id; });
       if (it == p.rts_pending.end()) {
@@ -342,7 +342,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       return Status();
     }
     case FrameType::data: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       auto it = std::find_if(p.expected.begin(), p.expected.end(),
                              [&](Request* r) { return r->msg_id == h.msg_id; });
       if (it == p.expected.end() || h.offset + h.length > (*it)->bytes) {
@@ -355,7 +355,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       break;
     }
     case FrameType::credit: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       p.send_credits += h.msg_id;
       return Status();
     }
@@ -364,7 +364,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       c.target = reinterpret_cast<uint8_t*>(c.err_text.data());
       break;
     case FrameType::goodbye: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       p.departed = true;
       return Status();
     }
@@ -382,7 +382,7 @@ Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
   const FrameHeader& h = c.cur;
   switch (h.type) {
     case FrameType::eager: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       if (c.cur_req != nullptr) {
         p.credits_to_return += h.length;
         c.cur_req->complete(Status());
@@ -397,7 +397,7 @@ Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
       return flush(p, *p.conns[0]);
     }
     case FrameType::data: {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       Request* r = c.cur_req;
       c.cur_req = nullptr;
       r->progress += h.length;
@@ -460,7 +460,7 @@ void TcpTransport::post_recv(Request* r) {
   Peer& p = *peers_[r->peer];
   Status st;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (failed_.load(std::memory_order_acquire)) {
       r->complete(failure());
       return;
@@ -500,7 +500,7 @@ Status TcpTransport::match_unexpected(Peer& p, Request* r, std::vector<Unexpecte
 }
 
 Request* TcpTransport::claim_any(const Peer& p, uint64_t tag) {
-  std::lock_guard<std::mutex> lock(any_mu_);
+  MutexLock lock(any_mu_);
   auto it = std::find_if(any_posted_.begin(), any_posted_.end(),
                          [&](Request* r) { return r->tag == tag; });
   if (it == any_posted_.end()) return nullptr;
@@ -515,7 +515,7 @@ void TcpTransport::post_recv_any(Request* r) {
   // the receive in any_posted_ or is parked before the search reaches its peer, so none is
   // missed; whoever takes the receive out of any_posted_ owns the match.
   {
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     if (failed_.load(std::memory_order_acquire)) {  // fail_async already drained the list
       r->complete(failure());
       return;
@@ -526,13 +526,13 @@ void TcpTransport::post_recv_any(Request* r) {
     Peer& p = *peer;
     Status st;
     {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(), [&](Unexpected* u) {
         return u->tag == r->tag && u->waiting == nullptr;
       });
       if (it == p.unexpected.end()) continue;
       {
-        std::lock_guard<std::mutex> any_lock(any_mu_);
+        MutexLock any_lock(any_mu_);
         auto mine = std::find(any_posted_.begin(), any_posted_.end(), r);
         if (mine == any_posted_.end()) return;  // an arrival matched it meanwhile
         any_posted_.erase(mine);

@@ -116,7 +116,7 @@ bool TcpTransport::flush_blocked() {
       if (!c->out_blocked.load(std::memory_order_acquire)) continue;
       Status st;
       {
-        std::lock_guard<std::mutex> lock(p->mu);
+        MutexLock lock(p->mu);
         st = flush(*p, *c);
       }
       if (!st.ok()) {
@@ -207,7 +207,7 @@ void TcpTransport::post_send(Request* r) {
   Peer& p = *peers_[r->peer];
   Status st;
   {
-    std::lock_guard<std::mutex> lock(p.mu);
+    MutexLock lock(p.mu);
     if (failed_.load(std::memory_order_acquire)) {
       r->complete(failure());
       return;

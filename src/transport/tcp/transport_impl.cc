@@ -70,7 +70,7 @@ Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
 }
 
 Status TcpTransport::failure() const {
-  std::lock_guard<std::mutex> lock(err_mu_);
+  MutexLock lock(err_mu_);
   return error_;
 }
 
@@ -79,10 +79,10 @@ Status TcpTransport::error() const { return failure(); }
 void TcpTransport::begin_operation(const Fingerprint& fp) {
   Status st;
   {
-    std::lock_guard<std::mutex> fp_lock(fp_mu_);
+    MutexLock fp_lock(fp_mu_);
     current_ = fp;
     for (auto& p : peers_) {
-      std::lock_guard<std::mutex> lock(p->mu);
+      MutexLock lock(p->mu);
       for (Unexpected* u : p->unexpected) {
         if ((u->tag & kP2pTagBit) != 0) continue;
         st = collective_mismatch(rank_, fp, p->rank, u->fp);
@@ -106,7 +106,7 @@ void TcpTransport::end_operation() {
   for (auto& p : peers_) p->caller_reading.store(false, std::memory_order_seq_cst);
   // Queues this thread was finishing go back to the reactor (control frames may still wait).
   for (auto& p : peers_) {
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(p->mu);
     for (auto& c : p->conns) {
       if (!c->out_blocked.load(std::memory_order_relaxed) || c->closed) continue;
       c->out_blocked.store(false, std::memory_order_relaxed);
@@ -138,11 +138,11 @@ void TcpTransport::note_p2p() {
 }
 
 void TcpTransport::set_reactor_reads(bool on) {
-  std::lock_guard<std::mutex> arm_lock(arm_mu_);
+  MutexLock arm_lock(arm_mu_);
   if (reactor_reads_ == on) return;
   reactor_reads_ = on;
   for (auto& p : peers_) {
-    std::lock_guard<std::mutex> lock(p->mu);
+    MutexLock lock(p->mu);
     for (auto& c : p->conns) {
       if (c->closed || c->reactor_reads == on) continue;
       c->reactor_reads = on;
@@ -153,7 +153,7 @@ void TcpTransport::set_reactor_reads(bool on) {
 
 void TcpTransport::fail_async(const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(err_mu_);
+    MutexLock lock(err_mu_);
     if (!error_.ok()) return;
     error_ = status;
     failed_.store(true, std::memory_order_release);
@@ -165,7 +165,7 @@ void TcpTransport::fail_async(const Status& status) {
   }
   std::vector<Request*> any;
   {
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     any.swap(any_posted_);
   }
   for (Request* r : any) r->complete(status);
@@ -187,9 +187,9 @@ void TcpTransport::fail(const Status& status) {
 
 void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
   std::vector<Request*> reqs;
-  std::vector<std::unique_lock<std::mutex>> read_locks;  // a caller may be reading right now
+  std::vector<std::unique_lock<Mutex>> read_locks;  // a caller may be reading right now
   for (auto& c : p.conns) read_locks.emplace_back(c->read_mu);
-  std::lock_guard<std::mutex> lock(p.mu);
+  MutexLock lock(p.mu);
   for (Request* r : p.posted) reqs.push_back(r);
   for (Request* r : p.rts_pending) reqs.push_back(r);
   for (Request* r : p.expected) reqs.push_back(r);
@@ -258,7 +258,7 @@ Status TcpTransport::heartbeat(std::chrono::steady_clock::time_point now,
     Peer& p = *peer;
     if (is_self(p)) continue;
     {
-      std::lock_guard<std::mutex> lock(p.mu);
+      MutexLock lock(p.mu);
       if (p.departed) continue;  // it said goodbye: silence is expected
     }
     uint64_t rx = p.rx_count.load(std::memory_order_relaxed);
@@ -293,7 +293,7 @@ Status TcpTransport::heartbeat(std::chrono::steady_clock::time_point now,
       p.reactor->post([this, target] {
         Status st;
         {
-          std::lock_guard<std::mutex> lock(target->mu);
+          MutexLock lock(target->mu);
           Connection& c = *target->conns[0];
           if (c.closed) return;
           FrameHeader h;
@@ -328,7 +328,7 @@ void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
     ++expected_goodbyes;
     Peer* peer = p.get();
     peer->reactor->run_sync([this, peer] {
-      std::lock_guard<std::mutex> lock(peer->mu);
+      MutexLock lock(peer->mu);
       for (auto& c : peer->conns) {
         FrameHeader h;
         h.type = FrameType::goodbye;
@@ -349,7 +349,7 @@ void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
       if (p->rank == rank_) continue;
       Peer* peer = p.get();
       peer->reactor->post([peer] {
-        std::lock_guard<std::mutex> lock(peer->mu);
+        MutexLock lock(peer->mu);
         for (auto& c : peer->conns) {
           if (!c->closed && c->outq.empty()) ::shutdown(c->fd.get(), SHUT_WR);
         }
@@ -365,7 +365,7 @@ void TcpTransport::close_gracefully(std::chrono::milliseconds timeout) {
 }
 
 Unexpected* TcpTransport::new_unexpected() {
-  std::lock_guard<std::mutex> lock(unexp_mu_);
+  MutexLock lock(unexp_mu_);
   if (unexp_free_.empty()) {
     unexp_storage_.push_back(std::make_unique<Unexpected>());
     return unexp_storage_.back().get();
@@ -377,7 +377,7 @@ Unexpected* TcpTransport::new_unexpected() {
 }
 
 void TcpTransport::free_unexpected(Unexpected* u) {
-  std::lock_guard<std::mutex> lock(unexp_mu_);
+  MutexLock lock(unexp_mu_);
   u->data = nullptr;
   unexp_free_.push_back(u);
 }

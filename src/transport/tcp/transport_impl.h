@@ -5,7 +5,9 @@
 // guarded by its read_mu: normally the reactor reads, but a caller waiting for a message from
 // that peer reads itself (Peer::caller_reading tells the reactor to leave the socket alone),
 // which saves two thread hand-offs per message. Lock order: read_mu, then fp_mu_, then Peer::mu
-// (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order.
+// (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order. The
+// annotations (base/thread_annotations.h) let clang check this, except for a Connection's send
+// side, which is guarded by its Peer's mutex (a Connection cannot name it).
 #pragma once
 
 #include <poll.h>
@@ -15,11 +17,11 @@
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <thread>
 #include <vector>
 
 #include "base/fd.h"
+#include "base/mutex.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/reactor.h"
 #include "transport/tcp/frame.h"
@@ -58,8 +60,8 @@ struct Connection {
   std::atomic<bool> closed{false};  // shut down by drain_peer
   std::atomic<bool> eof{false};     // the peer closed its side (reads are over, writes may go on)
   std::atomic<bool> missed{false};  // readiness the reactor left to a reading caller
-  std::mutex read_mu;               // guards the receive side below
-  // Send side (guarded by the peer mutex).
+  Mutex read_mu;                    // guards the receive side below
+  // Send side (guarded by the peer mutex; not annotated, a Connection cannot name it).
   std::deque<OutFrame> outq;
   bool want_out = false;  // EPOLLOUT is registered (only while frames wait for buffer space)
   bool send_broken = false;  // a write failed because the peer closed: its reads decide the error
@@ -70,16 +72,21 @@ struct Connection {
   // The queue is blocked (socket full) while an operation's thread owns progress: that thread
   // writes the rest from its wait loop instead of the reactor (set under the peer mutex).
   std::atomic<bool> out_blocked{false};
-  // Receive side (read_mu).
-  enum class RecvState { header, payload } state = RecvState::header;
-  std::vector<uint8_t> inbuf;
-  size_t in_start = 0, in_end = 0;
+  // Receive side.
+  enum class RecvState { header, payload };
+  RecvState state GUARDED_BY(read_mu) = RecvState::header;
+  std::vector<uint8_t> inbuf GUARDED_BY(read_mu);
+  size_t in_start GUARDED_BY(read_mu) = 0;
+  size_t in_end GUARDED_BY(read_mu) = 0;
+  // Also read_mu's, but not annotated: on_header and on_payload_done read it through a local
+  // reference, which the analysis (clang 14) cannot follow back to `c.read_mu`.
   FrameHeader cur;
-  uint8_t* target = nullptr;
-  size_t remaining = 0;
-  Request* cur_req = nullptr;       // eager matched directly, or data for an expected receive
-  Unexpected* cur_unexp = nullptr;  // eager parked
-  std::string err_text;             // error frame payload
+  uint8_t* target GUARDED_BY(read_mu) = nullptr;
+  size_t remaining GUARDED_BY(read_mu) = 0;
+  // Eager matched directly, or data for an expected receive.
+  Request* cur_req GUARDED_BY(read_mu) = nullptr;
+  Unexpected* cur_unexp GUARDED_BY(read_mu) = nullptr;  // eager parked
+  std::string err_text GUARDED_BY(read_mu);             // error frame payload
 };
 
 // The epoll interest a connection's state asks for (peer mutex held).
@@ -90,16 +97,19 @@ inline uint32_t epoll_events(const Connection& c) {
 struct Peer {
   int rank = -1;
   Reactor* reactor = nullptr;
-  std::mutex mu;
-  std::vector<std::unique_ptr<Connection>> conns;   // fixed after set-up
-  std::vector<Request*> posted;                     // receives not yet matched, in posting order
-  std::vector<Unexpected*> unexpected;              // arrivals not yet matched, in arrival order
-  std::vector<Request*> rts_pending;                // our rendezvous sends waiting for CTS
-  std::vector<Request*> expected;                   // our receives waiting for DATA
-  size_t send_credits = 0;
-  size_t credits_to_return = 0;
-  size_t unexpected_bytes = 0;  // eager payloads parked in `unexpected` (at most our credit)
-  uint64_t next_msg_id = 0;
+  Mutex mu;
+  std::vector<std::unique_ptr<Connection>> conns;  // fixed after set-up
+  // Receives not yet matched, in posting order.
+  std::vector<Request*> posted GUARDED_BY(mu);
+  // Arrivals not yet matched, in arrival order.
+  std::vector<Unexpected*> unexpected GUARDED_BY(mu);
+  std::vector<Request*> rts_pending GUARDED_BY(mu);  // our rendezvous sends waiting for CTS
+  std::vector<Request*> expected GUARDED_BY(mu);     // our receives waiting for DATA
+  size_t send_credits GUARDED_BY(mu) = 0;
+  size_t credits_to_return GUARDED_BY(mu) = 0;
+  // Eager payloads parked in `unexpected` (at most our credit).
+  size_t unexpected_bytes GUARDED_BY(mu) = 0;
+  uint64_t next_msg_id GUARDED_BY(mu) = 0;
   std::atomic<bool> caller_reading{false};  // a waiting caller reads this peer's sockets
   // Liveness: reads and writes that moved bytes (changes matter, not values), and whether the
   // peer was lost (connection dropped without GOODBYE, or silent for peer_timeout).
@@ -111,9 +121,9 @@ struct Peer {
   uint64_t hb_rx = 0;
   uint64_t hb_tx = 0;
   std::chrono::steady_clock::time_point hb_heard{};
-  bool departed = false;     // GOODBYE received
-  bool open_conns = true;    // false once every socket saw EOF after GOODBYE
-  int eof_count = 0;
+  bool departed GUARDED_BY(mu) = false;   // GOODBYE received
+  bool open_conns GUARDED_BY(mu) = true;  // false once every socket saw EOF after GOODBYE
+  int eof_count GUARDED_BY(mu) = 0;
 };
 
 class TcpTransport final : public Transport {
@@ -132,18 +142,19 @@ class TcpTransport final : public Transport {
   void begin_operation(const Fingerprint& fp) override;
   void end_operation() override;
   // Registers or drops EPOLLIN for every connection (see Connection::reactor_reads).
-  void set_reactor_reads(bool on);
+  void set_reactor_reads(bool on) EXCLUDES(arm_mu_);
   // Writes what blocked queues hold (the operation's thread, from wait()); false on failure.
   bool flush_blocked();
   // Receives from any peer (Request::peer == kAnyPeer): matched against every peer's parked
   // messages when posted, else parked in any_posted_ for the first arrival with their tag.
-  void post_recv_any(Request* r);
-  // Peer mutex held: takes the oldest receive from any peer waiting for `tag`, or nullptr.
-  Request* claim_any(const Peer& p, uint64_t tag);
-  // Peer mutex held: matches receive r with parked message *it of peer p (removing it).
-  Status match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it);
+  void post_recv_any(Request* r) EXCLUDES(any_mu_);
+  // Takes the oldest receive from any peer waiting for `tag`, or nullptr.
+  Request* claim_any(const Peer& p, uint64_t tag) REQUIRES(p.mu) EXCLUDES(any_mu_);
+  // Matches receive r with parked message *it of peer p (removing it).
+  Status match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it)
+      REQUIRES(p.mu);
   // A point-to-point request is being posted: the reactor must read between operations.
-  void note_p2p();
+  void note_p2p() EXCLUDES(arm_mu_);
   void fail(const Status& status) override;
   Status error() const override;
   Status heartbeat(std::chrono::steady_clock::time_point now,
@@ -162,28 +173,33 @@ class TcpTransport final : public Transport {
 
  private:
   // send_path.cc
-  void enqueue(Peer& p, Connection& c, const FrameHeader& h, const void* payload, Request* r);
-  Status flush(Peer& p, Connection& c);  // p.mu held
-  void send_cts(Peer& p, uint64_t msg_id);
-  void start_data(Peer& p, Request* r);
-  void maybe_return_credits(Peer& p);
-  void send_self(Peer& p, Request* r);
+  void enqueue(Peer& p, Connection& c, const FrameHeader& h, const void* payload, Request* r)
+      REQUIRES(p.mu);
+  Status flush(Peer& p, Connection& c) REQUIRES(p.mu);
+  void send_cts(Peer& p, uint64_t msg_id) REQUIRES(p.mu);
+  void start_data(Peer& p, Request* r) REQUIRES(p.mu);
+  void maybe_return_credits(Peer& p) REQUIRES(p.mu);
+  void send_self(Peer& p, Request* r) REQUIRES(p.mu);
   // recv_path.cc
-  void on_event(Peer& p, Connection& c, uint32_t events);
-  Status drain_reads(Peer& p, Connection& c);  // reads until the socket is empty
-  Status read_some(Peer& p, Connection& c, bool& again);
-  Status process(Peer& p, Connection& c);
-  Status on_header(Peer& p, Connection& c);
-  Status on_payload_done(Peer& p, Connection& c);
-  Status check_collective(Peer& p, const FrameHeader& h);
+  void on_event(Peer& p, Connection& c, uint32_t events) EXCLUDES(p.mu, c.read_mu);
+  // Reads until the socket is empty.
+  Status drain_reads(Peer& p, Connection& c) EXCLUDES(p.mu, c.read_mu);
+  Status read_some(Peer& p, Connection& c, bool& again) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  Status process(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  Status on_header(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  Status on_payload_done(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  Status check_collective(Peer& p, const FrameHeader& h) EXCLUDES(fp_mu_);
   Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
-  void deliver_unexpected(Peer& p, Unexpected* u, Request* r);
+  void deliver_unexpected(Peer& p, Unexpected* u, Request* r) REQUIRES(p.mu);
   // transport_impl.cc
-  void fail_async(const Status& status);
-  void drain_peer(Peer& p, const Status& status, bool tell_peer);
-  Status failure() const;
-  Unexpected* new_unexpected();
-  void free_unexpected(Unexpected* u);
+  void fail_async(const Status& status) EXCLUDES(err_mu_, any_mu_);
+  // Not analysed: it holds every read_mu of the peer at once (taken in a loop), which the
+  // analysis cannot follow.
+  void drain_peer(Peer& p, const Status& status, bool tell_peer)
+      EXCLUDES(p.mu) NO_THREAD_SAFETY_ANALYSIS;
+  Status failure() const EXCLUDES(err_mu_);
+  Unexpected* new_unexpected() EXCLUDES(unexp_mu_);
+  void free_unexpected(Unexpected* u) EXCLUDES(unexp_mu_);
   bool is_self(const Peer& p) const { return p.rank == rank_; }
 
   const int rank_;
@@ -195,28 +211,29 @@ class TcpTransport final : public Transport {
   std::vector<std::unique_ptr<Reactor>> reactors_;
   std::vector<std::unique_ptr<Peer>> peers_;
 
-  mutable std::mutex err_mu_;
-  Status error_;                       // guarded by err_mu_
+  mutable Mutex err_mu_ ACQUIRED_AFTER(any_mu_);  // a leaf (also taken under a Peer::mu)
+  Status error_ GUARDED_BY(err_mu_);
   std::atomic<bool> failed_{false};
   std::atomic<uint64_t> unexpected_now_{0};   // parked eager bytes, all peers
   std::atomic<uint64_t> unexpected_peak_{0};
 
-  std::mutex fp_mu_;
-  Fingerprint current_;                // guarded by fp_mu_
+  Mutex fp_mu_;  // after a read_mu, before any Peer::mu
+  Fingerprint current_ GUARDED_BY(fp_mu_);
 
-  std::mutex unexp_mu_;
-  std::vector<std::unique_ptr<Unexpected>> unexp_storage_;  // guarded by unexp_mu_
-  std::vector<Unexpected*> unexp_free_;                     // guarded by unexp_mu_
+  Mutex unexp_mu_ ACQUIRED_AFTER(fp_mu_);  // a leaf (taken under a Peer::mu)
+  std::vector<std::unique_ptr<Unexpected>> unexp_storage_ GUARDED_BY(unexp_mu_);
+  std::vector<Unexpected*> unexp_free_ GUARDED_BY(unexp_mu_);
 
   Fd wake_;  // eventfd a caller waiting in poll() is woken through (see wait())
   // The executing thread owns every socket's receive side from begin_operation to
   // end_operation: it reads whenever it waits, and the reactor only notes readiness.
   std::atomic<bool> op_active_{false};
-  std::mutex any_mu_;                 // after a peer mutex, never before
-  std::vector<Request*> any_posted_;  // receives from any peer not yet matched (any_mu_)
+  Mutex any_mu_ ACQUIRED_AFTER(fp_mu_);  // after a peer mutex, never before
+  // Receives from any peer not yet matched.
+  std::vector<Request*> any_posted_ GUARDED_BY(any_mu_);
   std::atomic<bool> p2p_used_{false};  // a point-to-point request was ever posted (note_p2p)
-  std::mutex arm_mu_;
-  bool reactor_reads_ = true;  // every connection's reactor_reads (guarded by arm_mu_)
+  Mutex arm_mu_;                       // before the Peer::mu it takes; never with read_mu or fp_mu_
+  bool reactor_reads_ GUARDED_BY(arm_mu_) = true;  // every connection's reactor_reads
   std::thread::id op_thread_;  // written by that thread before op_active_ is set
   std::vector<pollfd> poll_fds_;  // wait()'s scratch; only the operation's thread uses it
   std::vector<Connection*> poll_conns_;  // the connection of each poll_fds_ entry (same thread)
