@@ -61,6 +61,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "transport/transport.h"
 
 namespace weft {
@@ -322,7 +323,7 @@ class Matcher {
       on_match(*best, std::move(a));
       return AnyPost::matched;
     }
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     if (closed_) return AnyPost::closed;
     any_.push_back({r, next_order()});
     any_count_.store(any_.size(), std::memory_order_relaxed);
@@ -332,7 +333,7 @@ class Matcher {
   // to every later post_any.
   std::vector<Request*> close_any() {
     std::vector<Request*> out;
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     closed_ = true;
     out.reserve(any_.size());
     for (const AnyEntry& e : any_) out.push_back(e.r);
@@ -341,7 +342,7 @@ class Matcher {
     return out;
   }
   bool closed() const {
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     return closed_;
   }
 
@@ -395,7 +396,7 @@ class Matcher {
   // A peer lock held: the oldest listed any-source receive for `tag` if it was posted before
   // `older_than` (the order of the peer's own candidate), removed, with r->peer = `peer`.
   Request* claim_any(uint64_t tag, uint64_t older_than, int peer) {
-    std::lock_guard<std::mutex> lock(any_mu_);
+    MutexLock lock(any_mu_);
     for (size_t i = 0; i < any_.size(); ++i) {
       if (any_[i].r->tag != tag) continue;
       if (any_[i].order > older_than) return nullptr;
@@ -418,9 +419,9 @@ class Matcher {
 
   std::vector<PeerRef> peers_;  // fixed after set-up
   std::atomic<uint64_t> order_{0};
-  mutable std::mutex any_mu_;  // leaf: guards any_ and closed_
-  std::vector<AnyEntry> any_;  // receives from any peer, in posting order
-  bool closed_ = false;
+  mutable Mutex any_mu_;  // leaf
+  std::vector<AnyEntry> any_ GUARDED_BY(any_mu_);  // receives from any peer, in posting order
+  bool closed_ GUARDED_BY(any_mu_) = false;
   // any_.size(), written under any_mu_; read under a peer lock (it only grows under all of them).
   std::atomic<size_t> any_count_{0};
   std::atomic<int64_t> parked_collectives_{0};
