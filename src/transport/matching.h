@@ -122,6 +122,19 @@ class PeerQueues {
     posted_.push_back({r, is_p2p_tag(r->tag) ? matcher_->next_order() : 0});
   }
 
+  // An arrival taken by take_parked() (or handed to post_any's on_match) that the receive refused
+  // (the TCP transport keeps a message whose size or operation disagrees with the receive, so a
+  // corrected receive may still take it): parked again as the oldest of its tag, with its place
+  // in the arrival order (`order`) and its counters as before it was taken.
+  void put_back(Parked<Arrival> a) {
+    if (!is_p2p_tag(a.tag)) matcher_->parked_collectives_.fetch_add(1, std::memory_order_acq_rel);
+    if (a.staged != 0) {
+      staged_ += a.staged;
+      matcher_->add_staged(a.staged);
+    }
+    parked_.insert(parked_.begin(), std::move(a));
+  }
+
   // ---- messages arriving from this peer ----
   // The receive an arrival with `tag` takes (removed; an any-source one gets r->peer set), or
   // nullptr. Before park(), under the same hold of the peer lock (see post()).
@@ -289,7 +302,7 @@ class Matcher {
 
   // Set-up, before any other call: `q` (guarded by `mu`) is searched by post_any. Peers that
   // share a lock must be added one after the other (the lock is then taken once).
-  void add_peer(std::mutex& mu, PeerQueues<Arrival>& q) { peers_.push_back({&mu, &q}); }
+  void add_peer(Mutex& mu, PeerQueues<Arrival>& q) { peers_.push_back({&mu, &q}); }
 
   enum class AnyPost {
     matched,  // a parked arrival was taken: on_match ran
@@ -361,25 +374,27 @@ class Matcher {
   friend class PeerQueues<Arrival>;
 
   struct PeerRef {
-    std::mutex* mu;
+    Mutex* mu;
     PeerQueues<Arrival>* queues;
   };
   struct AnyEntry {
     Request* r;
     uint64_t order;
   };
-  // Every registered peer lock, in registration order (a lock shared by neighbours once).
+  // Every registered peer lock, in registration order (a lock shared by neighbours once). Not
+  // analysed: locks taken in a loop are beyond clang's thread-safety analysis; on_match callers
+  // tell it what they hold with Mutex::assert_held().
   class LockAll {
    public:
-    explicit LockAll(const std::vector<PeerRef>& peers) : peers_(peers) {
-      const std::mutex* last = nullptr;
+    explicit LockAll(const std::vector<PeerRef>& peers) NO_THREAD_SAFETY_ANALYSIS : peers_(peers) {
+      const Mutex* last = nullptr;
       for (const PeerRef& p : peers_) {
         if (p.mu != last) p.mu->lock();
         last = p.mu;
       }
     }
-    ~LockAll() {
-      const std::mutex* last = nullptr;
+    ~LockAll() NO_THREAD_SAFETY_ANALYSIS {
+      const Mutex* last = nullptr;
       for (auto it = peers_.rbegin(); it != peers_.rend(); ++it) {
         if (it->mu != last) it->mu->unlock();
         last = it->mu;

@@ -58,12 +58,12 @@ class Engine {
   }
   Matcher<Msg>& matcher() { return matcher_; }
   Queues& q(int p) { return queues_[static_cast<size_t>(p)]; }
-  std::mutex& mu(int p) { return mu_[static_cast<size_t>(p)]; }
+  Mutex& mu(int p) { return mu_[static_cast<size_t>(p)]; }
   int size() const { return static_cast<int>(queues_.size()); }
 
   // An arrival from `peer`: the receive it took, or nullptr when parked.
   Request* arrive(int peer, uint64_t tag, int seq, uint64_t staged = 0, Fingerprint fp = p2p_fp()) {
-    std::lock_guard<std::mutex> lock(mu(peer));
+    MutexLock lock(mu(peer));
     return q(peer).arrive(tag, [&] {
       return Parked<Msg>{
           .tag = tag, .fp = fp, .bytes = 4, .staged = staged, .arrival = Msg{peer, seq}};
@@ -71,7 +71,7 @@ class Engine {
   }
   // A receive for one peer: the parked message it took, if any.
   std::optional<Msg> post(Request* r) {
-    std::lock_guard<std::mutex> lock(mu(r->peer));
+    MutexLock lock(mu(r->peer));
     std::optional<Parked<Msg>> a = q(r->peer).post(r);
     if (!a) return std::nullopt;
     return a->arrival;
@@ -89,7 +89,7 @@ class Engine {
 
  private:
   Matcher<Msg> matcher_;
-  std::deque<std::mutex> mu_;
+  std::deque<Mutex> mu_;
   std::deque<Queues> queues_;
 };
 
@@ -351,7 +351,7 @@ TEST(Matching, DrainOnFailReturnsEachReceiveAndArrivalOnce) {
   std::multiset<Request*> got_posted;
   std::multiset<PeerSeq> got_parked;
   for (int p = 0; p < 3; ++p) {
-    std::lock_guard<std::mutex> lock(e.mu(p));
+    MutexLock lock(e.mu(p));
     auto d = e.q(p).drain();
     for (Request* r : d.posted) got_posted.insert(r);
     for (const Parked<Msg>& a : d.parked) {
@@ -400,7 +400,7 @@ TEST(Matching, StagedBytesFollowParkedArrivals) {
   EXPECT_EQ(e.matcher().staged_bytes(), 30u);
   {
     // A payload matched while still arriving stays counted until it is delivered.
-    std::lock_guard<std::mutex> lock(e.mu(1));
+    MutexLock lock(e.mu(1));
     std::optional<Parked<Msg>> a = e.q(1).take_parked(kTag);
     ASSERT_TRUE(a);
     EXPECT_EQ(e.q(1).staged_bytes(), 0u);
@@ -500,7 +500,7 @@ void stress_round(unsigned seed) {
           EXPECT_NE(res, AnyPost::closed);
           continue;
         }
-        std::lock_guard<std::mutex> lock(e.mu(r->peer));
+        MutexLock lock(e.mu(r->peer));
         if (std::optional<Parked<Msg>> a = e.q(r->peer).post(r)) record(r, a->arrival, a->tag);
       }
     });
@@ -517,7 +517,7 @@ void stress_round(unsigned seed) {
         const int seq = next[ti]++;
         --left;
         const uint64_t tag = tags[ti];
-        std::lock_guard<std::mutex> lock(e.mu(p));
+        MutexLock lock(e.mu(p));
         Request* r = e.q(p).arrive(tag, [&] {
           return Parked<Msg>{.tag = tag,
                              .fp = tag == kCollective ? coll_fp : p2p_fp(),
@@ -579,7 +579,7 @@ void stress_round(unsigned seed) {
   std::vector<Request*> left_posted;
   std::vector<Parked<Msg>> left_parked;
   for (int p = 0; p < kPeers; ++p) {
-    std::lock_guard<std::mutex> lock(e.mu(p));
+    MutexLock lock(e.mu(p));
     auto d = e.q(p).drain();
     left_posted.insert(left_posted.end(), d.posted.begin(), d.posted.end());
     for (auto& a : d.parked) left_parked.push_back(std::move(a));

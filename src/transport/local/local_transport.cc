@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
+#include "base/mutex.h"
 #include "runtime/buffer_pool.h"
 #include "transport/matching.h"
 
 #include <atomic>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -42,30 +42,32 @@ bool is_collective(const Fingerprint& fp) {
 // Everything addressed to one rank, guarded by mu: one PeerQueues per sender (receives posted
 // for it, its messages that arrived first), all under this one lock.
 struct Mailbox {
-  std::mutex mu;
+  Mutex mu;
   Matcher<Envelope> matcher;
-  std::vector<PeerQueues<Envelope>> from;  // by sender; built once (the matcher holds addresses)
+  // By sender; built once (the matcher holds addresses).
+  std::vector<PeerQueues<Envelope>> from GUARDED_BY(mu);
   // The operation begin_operation announced, and the mismatch found against it (the text after
   // "rank N: "; empty when none).
-  bool has_op = false;
-  Fingerprint op;
-  std::string op_mismatch;
+  bool has_op GUARDED_BY(mu) = false;
+  Fingerprint op GUARDED_BY(mu);
+  std::string op_mismatch GUARDED_BY(mu);
 };
 
 // Lock order: one Mailbox::mu, then any RankState::state_mu; never two mailboxes at once.
 struct RankState {
   Mailbox box;
   std::atomic<bool> failed{false};
-  mutable std::mutex state_mu;   // leaf lock, guards the two fields below
-  Status error;                  // the first error passed to fail()
-  std::optional<Fingerprint> op;  // the current operation (a copy of box.op, readable by peers)
+  mutable Mutex state_mu;  // leaf lock, guards the two fields below
+  Status error GUARDED_BY(state_mu);  // the first error passed to fail()
+  // The current operation (a copy of box.op, readable by peers).
+  std::optional<Fingerprint> op GUARDED_BY(state_mu);
 
-  Status first_error() const {
-    std::lock_guard<std::mutex> lock(state_mu);
+  Status first_error() const EXCLUDES(state_mu) {
+    MutexLock lock(state_mu);
     return error;
   }
-  std::optional<Fingerprint> current_op() const {
-    std::lock_guard<std::mutex> lock(state_mu);
+  std::optional<Fingerprint> current_op() const EXCLUDES(state_mu) {
+    MutexLock lock(state_mu);
     return op;
   }
 };
@@ -73,6 +75,7 @@ struct RankState {
 struct Fabric {
   Fabric(int n, LocalTransportOptions o) : options(o), ranks(static_cast<size_t>(n)) {
     for (RankState& r : ranks) {
+      MutexLock lock(r.box.mu);  // nobody else sees the fabric yet; for the analysis
       r.box.from.reserve(static_cast<size_t>(n));
       for (int sender = 0; sender < n; ++sender) {
         r.box.from.emplace_back(r.box.matcher, sender);
@@ -102,7 +105,8 @@ Status mismatch_for(int rank, const std::string& body) {
 // Under box.mu: records a mismatch against operation `seq` of the mailbox's owner and ends the
 // owner's receives for it, so the owner learns of the mismatch itself rather than from a peer
 // that stopped.
-void note_mismatch(Mailbox& box, int owner, uint64_t seq, const std::string& body) {
+void note_mismatch(Mailbox& box, int owner, uint64_t seq, const std::string& body)
+    REQUIRES(box.mu) {
   if (!box.has_op || box.op.seq != seq || !box.op_mismatch.empty()) return;
   box.op_mismatch = body;
   const Status s = mismatch_for(owner, body);
@@ -151,7 +155,7 @@ class LocalTransport final : public Transport {
     {
       RankState& dst = at(r->peer);
       Mailbox& box = dst.box;
-      std::lock_guard<std::mutex> lock(box.mu);
+      MutexLock lock(box.mu);
       // Checked under the receiver's lock: fail() sweeps this mailbox after setting the flag, so
       // a send either sees the flag or is swept.
       if (self().failed.load()) return r->complete(self().first_error());
@@ -190,7 +194,7 @@ class LocalTransport final : public Transport {
     std::string mismatch;
     {
       Mailbox& box = self().box;
-      std::lock_guard<std::mutex> lock(box.mu);
+      MutexLock lock(box.mu);
       if (self().failed.load()) return r->complete(self().first_error());
       if (box.has_op && is_collective(r->fp) && box.op.seq == seq && !box.op_mismatch.empty()) {
         return r->complete(mismatch_for(rank_, box.op_mismatch));
@@ -230,12 +234,12 @@ class LocalTransport final : public Transport {
     std::string stale;  // a message of an earlier operation that this rank never received
     {
       Mailbox& box = self().box;
-      std::lock_guard<std::mutex> lock(box.mu);
+      MutexLock lock(box.mu);
       box.has_op = true;
       box.op = fp;
       box.op_mismatch.clear();
       {
-        std::lock_guard<std::mutex> state(self().state_mu);
+        MutexLock state(self().state_mu);
         self().op = fp;
       }
       if (!is_collective(fp)) return;
@@ -283,7 +287,7 @@ class LocalTransport final : public Transport {
   void fail_rank(int who, const Status& status) {
     RankState& failing = at(who);
     {
-      std::lock_guard<std::mutex> lock(failing.state_mu);
+      MutexLock lock(failing.state_mu);
       if (failing.error.ok()) {
         failing.error = status.ok() ? Status(ErrorCode::internal,
                                              fmt::format("rank {}: fail() with ok", who))
@@ -300,7 +304,7 @@ class LocalTransport final : public Transport {
     std::vector<std::tuple<int, uint64_t, std::string>> senders;  // mismatched, to tell after
     {
       Mailbox& box = failing.box;
-      std::lock_guard<std::mutex> lock(box.mu);
+      MutexLock lock(box.mu);
       for (PeerQueues<Envelope>& queues : box.from) {
         const int sender = queues.peer();
         auto drained = queues.drain();
@@ -334,7 +338,7 @@ class LocalTransport final : public Transport {
 
   // Under the receiver's lock: hands `r` to a posted receive, or queues it (eager copy or
   // rendezvous). Returns the mismatch when the receive it met disagreed ("" otherwise).
-  std::string enqueue_send(Mailbox& box, Request* r) {
+  std::string enqueue_send(Mailbox& box, Request* r) REQUIRES(box.mu) {
     PeerQueues<Envelope>& queues = box.from[static_cast<size_t>(rank_)];
     if (Request* recv = queues.take_posted(r->tag)) {
       std::string body = deliver(rank_, r->fp, r->buf, r->bytes, r, recv, r->peer);
@@ -363,7 +367,7 @@ class LocalTransport final : public Transport {
   // it end as lost peers, or as mismatches when d's call disagreed with the failed rank's.
   void sweep_peer(int failing, int d, const Status& mine) {
     Mailbox& box = at(d).box;
-    std::lock_guard<std::mutex> lock(box.mu);
+    MutexLock lock(box.mu);
     PeerQueues<Envelope>& queues = box.from[static_cast<size_t>(failing)];
     queues.for_each_parked([&](Parcel& parcel) {
       Envelope& e = parcel.arrival;
@@ -410,7 +414,7 @@ class LocalTransport final : public Transport {
   // Takes `rank`'s mailbox lock: call with no lock held.
   void mark_op_mismatch(int rank, uint64_t seq, const std::string& body) {
     Mailbox& box = at(rank).box;
-    std::lock_guard<std::mutex> lock(box.mu);
+    MutexLock lock(box.mu);
     note_mismatch(box, rank, seq, body);
   }
 

@@ -131,27 +131,19 @@ void ShmTransport::fail_locked_out(const Status& status) {
   for (auto& peer : peers_) {
     Peer& p = *peer;
     MutexLock lock(p.mu);  // waits for a copy in progress
-    for (Request* r : p.posted) reqs.push_back(r);
+    PeerQueues<Unexpected>::Drained drained = p.queues.drain();
+    for (Request* r : drained.posted) reqs.push_back(r);
     for (Request* r : p.rts_pending) reqs.push_back(r);
     for (Request* r : p.expected) reqs.push_back(r);
     for (OutRec& o : p.outq) {
       if (o.req != nullptr && o.type != RecordType::rts) reqs.push_back(o.req);
     }
-    for (Unexpected& u : p.unexpected) {
-      pool_.release(u.data, u.bytes);
-      if (!is_p2p(u.tag)) parked_collective_.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    p.posted.clear();
+    for (ShmParked& a : drained.parked) pool_.release(a.arrival.data, a.bytes);
     p.rts_pending.clear();
     p.expected.clear();
     p.outq.clear();
-    p.unexpected.clear();
   }
-  {
-    MutexLock lock(any_mu_);
-    for (Request* r : any_posted_) reqs.push_back(r);
-    any_posted_.clear();
-  }
+  for (Request* r : matcher_.close_any()) reqs.push_back(r);
   for (Request* r : reqs) r->complete(status);
   ring(own_->header());
 }

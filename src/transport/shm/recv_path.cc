@@ -32,12 +32,8 @@ void ShmTransport::post_recv(Request* r) {
       r->complete(failure());
       return;
     }
-    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
-                           [&](const Unexpected& u) { return u.tag == r->tag; });
-    if (it == p.unexpected.end()) {
-      p.posted.push_back(r);
-    } else {
-      st = match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+    if (std::optional<ShmParked> a = p.queues.post(r)) {
+      st = match_unexpected(p, r, std::move(*a));
       int moved = 0;
       if (st.ok()) st = flush(p, moved);  // a CTS, an acknowledged read or credits
     }
@@ -46,64 +42,29 @@ void ShmTransport::post_recv(Request* r) {
 }
 
 void ShmTransport::post_recv_any(Request* r) {
-  // Every peer mutex at once (in rank order): no arrival can slip between the search and the
-  // parking of the receive.
-  std::vector<std::unique_lock<Mutex>> locks;
-  locks.reserve(peers_.size());
-  for (auto& p : peers_) locks.emplace_back(p->mu);
   if (failed_.load(std::memory_order_acquire)) {
     r->complete(failure());
     return;
   }
-  for (auto& peer : peers_) {
-    Peer& p = *peer;
-    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
-                           [&](const Unexpected& u) { return u.tag == r->tag; });
-    if (it == p.unexpected.end()) continue;
-    r->peer = p.name;
-    Status st = match_unexpected(p, r, static_cast<size_t>(it - p.unexpected.begin()));
+  Status st;
+  const auto posted = matcher_.post_any(r, [&](PeerQueues<Unexpected>& q, ShmParked&& a) {
+    Peer& p = *peers_[static_cast<size_t>(index_of(q.peer()))];
+    p.mu.assert_held();  // post_any holds every peer's
+    st = match_unexpected(p, r, std::move(a));
     int moved = 0;
     if (st.ok()) st = flush(p, moved);
-    locks.clear();
-    if (!st.ok()) fail(st);
-    return;
-  }
-  MutexLock lock(any_mu_);
-  any_posted_.push_back(r);
+  });
+  if (posted == ShmMatcher::AnyPost::closed) r->complete(failure());
+  if (!st.ok()) fail(st);
 }
 
-Request* ShmTransport::take_posted(Peer& p, uint64_t tag) {
-  auto it = std::find_if(p.posted.begin(), p.posted.end(), [&](Request* r) { return r->tag == tag; });
-  if (it != p.posted.end()) {
-    Request* r = *it;
-    p.posted.erase(it);
-    return r;
-  }
-  if (!is_p2p(tag)) return nullptr;
-  MutexLock lock(any_mu_);
-  auto any = std::find_if(any_posted_.begin(), any_posted_.end(),
-                          [&](Request* r) { return r->tag == tag; });
-  if (any == any_posted_.end()) return nullptr;
-  Request* r = *any;
-  any_posted_.erase(any);
-  r->peer = p.name;
-  return r;
-}
-
-void ShmTransport::park(Peer& p, const Unexpected& u) {
-  p.unexpected.push_back(u);
-  if (!is_p2p(u.tag)) parked_collective_.fetch_add(1, std::memory_order_acq_rel);
-}
-
-Status ShmTransport::match_unexpected(Peer& p, Request* r, size_t index) {
-  Unexpected u = p.unexpected[index];
-  p.unexpected.erase(p.unexpected.begin() + static_cast<std::ptrdiff_t>(index));
-  if (!is_p2p(u.tag)) parked_collective_.fetch_sub(1, std::memory_order_acq_rel);
-  Status st = match_check(p, *r, u.bytes, u.fp);
+Status ShmTransport::match_unexpected(Peer& p, Request* r, ShmParked a) {
+  Status st = match_check(p, *r, a.bytes, a.fp);
+  const Unexpected& u = a.arrival;
   if (u.type == RecordType::eager) {
-    if (st.ok() && u.bytes > 0) std::memcpy(r->buf, u.data, u.bytes);
-    pool_.release(u.data, u.bytes);
-    if (p.rank != rank_) return_credits(p, u.bytes);
+    if (st.ok() && a.bytes > 0) std::memcpy(r->buf, u.data, a.bytes);
+    pool_.release(u.data, a.bytes);
+    if (p.rank != rank_) return_credits(p, a.bytes);
     complete(r, st);
     return Status();
   }
@@ -254,7 +215,7 @@ Status ShmTransport::check_peer(Peer& p) {
   if (state == kDeparted) {
     const bool sends = std::any_of(p.outq.begin(), p.outq.end(),
                                    [](const OutRec& o) { return o.req != nullptr; });
-    if (!p.posted.empty() || !p.expected.empty() || !p.rts_pending.empty() || sends) {
+    if (p.queues.posted_count() != 0 || !p.expected.empty() || !p.rts_pending.empty() || sends) {
       return Status(ErrorCode::peer_lost,
                     fmt::format("rank {}: rank {} shut down while operations with it were pending",
                                 name_, p.name));
@@ -344,15 +305,15 @@ Status ShmTransport::on_record(Peer& p, const Record& rec, const uint8_t* payloa
       fp.count = rec.count;
       fp.seq = rec.seq;
       WEFT_RETURN_IF_ERROR(check_collective(p, rec.tag, fp));
-      Request* r = take_posted(p, rec.tag);
+      Request* r = p.queues.take_posted(rec.tag);
       if (r == nullptr) {
-        Unexpected u{type, rec.tag, fp, static_cast<size_t>(rec.bytes), rec.msg_id, nullptr,
-                     type == RecordType::rts ? rec.offset : 0};
+        ShmParked a{.tag = rec.tag, .fp = fp, .bytes = rec.bytes};
+        a.arrival = Unexpected{type, rec.msg_id, nullptr, type == RecordType::rts ? rec.offset : 0};
         if (type == RecordType::eager && rec.len > 0) {
-          u.data = static_cast<uint8_t*>(pool_.acquire(rec.len));
-          std::memcpy(u.data, payload, rec.len);
+          a.arrival.data = static_cast<uint8_t*>(pool_.acquire(rec.len));
+          std::memcpy(a.arrival.data, payload, rec.len);
         }
-        park(p, u);
+        p.queues.park(std::move(a));
         return Status();
       }
       Status st = match_check(p, *r, rec.bytes, fp);

@@ -49,18 +49,17 @@ void ShmTransport::send_self(Request* r) {
       r->complete(failure());
       return;
     }
-    Request* recv = take_posted(p, r->tag);
-    if (recv != nullptr) {
+    if (Request* recv = p.queues.take_posted(r->tag)) {
       st = match_check(p, *recv, r->bytes, r->fp);
       if (st.ok() && r->bytes > 0) std::memcpy(recv->buf, r->buf, r->bytes);
       complete(recv, st);
     } else {
-      Unexpected u{RecordType::eager, r->tag, r->fp, r->bytes, 0, nullptr};
+      ShmParked a{.tag = r->tag, .fp = r->fp, .bytes = r->bytes};
       if (r->bytes > 0) {
-        u.data = static_cast<uint8_t*>(pool_.acquire(r->bytes));
-        std::memcpy(u.data, r->buf, r->bytes);
+        a.arrival.data = static_cast<uint8_t*>(pool_.acquire(r->bytes));
+        std::memcpy(a.arrival.data, r->buf, r->bytes);
       }
-      park(p, u);
+      p.queues.park(std::move(a));
     }
   }
   complete(r, Status());

@@ -38,9 +38,8 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   // Built aside and kept only once complete: a failed start leaves no half-made peers.
   std::vector<std::unique_ptr<Peer>> peers(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
-    auto p = std::make_unique<Peer>(options_.eager_credit_bytes);
-    p->rank = r;
-    p->name = names_[static_cast<size_t>(r)];
+    auto p = std::make_unique<Peer>(matcher_, r, names_[static_cast<size_t>(r)],
+                                    options_.eager_credit_bytes);
     if (r != rank_) {
       const std::string& peer_name = seg_names.value()[static_cast<size_t>(r < rank_ ? r : r - 1)];
       auto seg = Segment::open(peer_name, r, size_, token, ring_bytes_);
@@ -76,6 +75,10 @@ Status ShmTransport::start(Store& store, uint64_t token) {
   }
   own_->unlink();
   peers_ = std::move(peers);
+  for (auto& p : peers_) {
+    MutexLock lock(p->mu);  // no other thread runs yet; for the analysis
+    matcher_.add_peer(p->mu, p->queues);
+  }
   started_ = true;
   background_ = std::jthread([this] { background_loop(); });
   bool watch = false;
@@ -108,8 +111,10 @@ ShmTransport::~ShmTransport() {
     watcher_.join();
   }
   if (!failed_.load()) fail(Status(ErrorCode::aborted, fmt::format("rank {}: transport closed", name_)));
+  // fail() drained the queues; what a late post parked since is released here.
   for (auto& p : peers_) {
-    for (Unexpected& u : p->unexpected) pool_.release(u.data, u.bytes);
+    MutexLock lock(p->mu);
+    p->queues.for_each_parked([&](ShmParked& a) { pool_.release(a.arrival.data, a.bytes); });
   }
 }
 
@@ -156,12 +161,9 @@ void ShmTransport::begin_operation(const Fingerprint& fp) {
   // against it when they arrive. Usually none is parked: then no peer lock is taken.
   Status st;
   for (auto& p : peers_) {
-    if (parked_collective_.load(std::memory_order_acquire) == 0) break;
+    if (matcher_.parked_collectives() == 0) break;
     MutexLock lock(p->mu);
-    for (const Unexpected& u : p->unexpected) {
-      st = check_collective(*p, u.tag, u.fp);
-      if (!st.ok()) break;
-    }
+    st = p->queues.check_parked(name_, fp);
     if (!st.ok()) break;
   }
   if (!st.ok()) {

@@ -2,12 +2,12 @@
 // segment.h), shared by its files: setup.cc, send_path.cc, recv_path.cc, shared_buffer.cc,
 // waiting.cc and liveness.cc.
 //
-// Threads and locks: each Peer has one mutex guarding its matching state, its outbound queue and
-// both rings shared with it; whoever makes progress (the operation's thread in wait(), the
+// Threads and locks: each Peer has one mutex guarding its matching state (a PeerQueues of the
+// matching engine, transport/matching.h), its outbound queue and both rings shared with it; whoever makes progress (the operation's thread in wait(), the
 // progress thread between operations, a poster) takes it, and copies into or out of a ring only
 // while holding it, so fail() (which takes every peer mutex) returns only once no buffer is
-// touched. Lock order: one Peer::mu (or all of them in rank order), then any_mu_ (leaf
-// locks, like err_mu_). The annotations (base/thread_annotations.h) let clang check this.
+// touched. Lock order: one Peer::mu (or all of them in rank order, as Matcher::post_any takes
+// them), then the matcher's own mutex and err_mu_ (leaves). The annotations (base/thread_annotations.h) let clang check this.
 #pragma once
 
 #include <fmt/format.h>
@@ -27,6 +27,7 @@
 #include "base/cpus.h"
 #include "base/fd.h"
 #include "base/mutex.h"
+#include "transport/matching.h"
 #include "transport/shm/segment.h"
 #include "transport/shm/shm_transport.h"
 
@@ -96,16 +97,16 @@ class CurrentFingerprint {
   std::atomic<uint64_t> count_{0}, seq_{0};
 };
 
-// A message that arrived before its receive was posted.
+// A message that arrived before its receive was posted (its tag, fingerprint and size are in the
+// engine's Parked record).
 struct Unexpected {
   RecordType type = RecordType::eager;  // eager (payload in `data`) or rts (payload waits)
-  uint64_t tag = 0;
-  Fingerprint fp;
-  size_t bytes = 0;
   uint64_t msg_id = 0;      // rts
   uint8_t* data = nullptr;  // eager payload, from the pool
   uint64_t address = 0;     // rts: where the sender offers it to be read (0: not offered)
 };
+using ShmParked = Parked<Unexpected>;
+using ShmMatcher = Matcher<Unexpected>;
 
 // A record waiting for room in a peer's ring.
 struct OutRec {
@@ -116,10 +117,11 @@ struct OutRec {
 };
 
 struct Peer {
-  explicit Peer(size_t credits) : send_credits(credits) {}
+  Peer(ShmMatcher& matcher, int index, int name_, size_t credits)
+      : rank(index), name(name_), queues(matcher, name_), send_credits(credits) {}
 
-  int rank = -1;  // index in this transport
-  int name = -1;  // the rank messages call it (ShmTransportConfig::members)
+  const int rank;  // index in this transport
+  const int name;  // the rank messages call it (ShmTransportConfig::members)
   int pid = 0;
   Mutex mu;
   // Fixed once started; the rings' contents are mu's too (copies happen while holding it).
@@ -136,10 +138,9 @@ struct Peer {
   // The consumer's head as last read (refreshed when short of room).
   uint64_t out_head GUARDED_BY(mu) = 0;
   std::deque<OutRec> outq GUARDED_BY(mu);
-  // Receives not yet matched, in posting order.
-  std::vector<Request*> posted GUARDED_BY(mu);
-  // Arrivals not yet matched, in arrival order.
-  std::vector<Unexpected> unexpected GUARDED_BY(mu);
+  // Receives posted for this peer and its arrivals that no receive took yet (Request::peer and
+  // the queues' peer are names, as messages call ranks).
+  PeerQueues<Unexpected> queues GUARDED_BY(mu);
   std::vector<Request*> rts_pending GUARDED_BY(mu);  // our large sends waiting for CTS
   std::vector<Request*> expected GUARDED_BY(mu);     // our receives waiting for DATA
   size_t send_credits GUARDED_BY(mu);
@@ -201,7 +202,7 @@ class ShmTransport final : public Transport {
   void end_operation() override;
   bool wait(Completion& completion, uint32_t seen, const Request* hint,
             Clock::time_point deadline) override;
-  void fail(const Status& status) EXCLUDES(err_mu_, any_mu_) override;
+  void fail(const Status& status) EXCLUDES(err_mu_) override;
   Status error() const override;
   void close(std::chrono::milliseconds timeout) override;
   Status heartbeat(Clock::time_point now, std::chrono::milliseconds peer_timeout) override;
@@ -249,20 +250,15 @@ class ShmTransport final : public Transport {
   // Whether a send offers its buffer to be read by the receiver (rts record's offset).
   bool offers_read(const Request& r) const { return cma_threshold_ != 0 && r.bytes >= cma_threshold_; }
   Status match_check(const Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
-  // The oldest receive posted for (p, tag), from p or from any peer; nullptr if none.
-  Request* take_posted(Peer& p, uint64_t tag) REQUIRES(p.mu) EXCLUDES(any_mu_);
-  // Matches r with the parked message at `index` (removing it). An error fails the transport
-  // (the caller calls fail() once p.mu is released).
-  Status match_unexpected(Peer& p, Request* r, size_t index) REQUIRES(p.mu);
-  // Parks an arrival (counted in parked_collective_ when it belongs to a collective).
-  void park(Peer& p, const Unexpected& u) REQUIRES(p.mu);
-  // Not analysed: it holds every peer mutex at once (taken in a loop, in rank order), which the
-  // analysis cannot follow.
-  void post_recv_any(Request* r) EXCLUDES(any_mu_) NO_THREAD_SAFETY_ANALYSIS;
+  // Matches r with the parked message `a` of peer p (taken from p.queues). An error fails the
+  // transport (the caller calls fail() once p.mu is released).
+  Status match_unexpected(Peer& p, Request* r, ShmParked a) REQUIRES(p.mu);
+  // Receives from any peer (Request::peer == kAnyPeer): Matcher::post_any.
+  void post_recv_any(Request* r);
   void send_self(Request* r);
   void return_credits(Peer& p, size_t bytes) REQUIRES(p.mu);
   void complete(Request* r, Status st);
-  void fail_locked_out(const Status& status) EXCLUDES(any_mu_);
+  void fail_locked_out(const Status& status);
   Status failure() const EXCLUDES(err_mu_);
   void background_loop() EXCLUDES(bg_mu_);
   // True when a pass over the peers would find something to do (lock-free look).
@@ -297,6 +293,9 @@ class ShmTransport final : public Transport {
   std::vector<int> index_of_;  // name -> index (-1: not on this transport)
   int name_ = 0;               // names_[rank_]
   std::unique_ptr<Segment> own_;
+  // Receives from any peer and the counters over all peers' queues (parked collective
+  // messages); declared before the peers, whose queues refer to it.
+  ShmMatcher matcher_;
   std::vector<std::unique_ptr<Peer>> peers_;  // fixed once started_
   bool started_ = false;
 
@@ -312,10 +311,6 @@ class ShmTransport final : public Transport {
   size_t shared_bytes_ = 0;  // what this rank published for shared_call_
   Fingerprint shared_fp_;
   bool wake_pending_ = false;  // published since the last wake_sleepers
-  std::atomic<int> parked_collective_{0};  // parked messages of collectives, all peers
-
-  Mutex any_mu_;  // after a Peer::mu, never before
-  std::vector<Request*> any_posted_ GUARDED_BY(any_mu_);
 
   // The progress thread works only between operations and only once point-to-point was used
   // (collectives are progressed by the thread that runs them, from wait()).

@@ -183,7 +183,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
       p.open_conns = false;
       goodbyes_.fetch_add(1);
       closing_.notify();
-      if (!p.posted.empty() || !p.expected.empty() || !p.rts_pending.empty()) {
+      if (p.queues.posted_count() != 0 || !p.expected.empty() || !p.rts_pending.empty()) {
         return Status(ErrorCode::peer_lost,
                       fmt::format("rank {}: rank {} shut down while operations with it were pending",
                                   rank_, p.rank));
@@ -271,16 +271,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       WEFT_RETURN_IF_ERROR(check_collective(p, h));
       uint64_t bytes = h.type == FrameType::eager ? h.length : h.offset;
       MutexLock lock(p.mu);
-      auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                             [&](Request* r) { return r->tag == h.tag; });
-      Request* r = nullptr;
-      if (it != p.posted.end()) {
-        r = *it;
-        p.posted.erase(it);
-      } else if ((h.tag & kP2pTagBit) != 0) {
-        r = claim_any(p, h.tag);
-      }
-      if (r != nullptr) {
+      if (Request* r = p.queues.take_posted(h.tag)) {
         Status st = match_check(p, *r, bytes, h.fp);
         if (!st.ok()) {
           r->complete(st);
@@ -297,33 +288,31 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
           return flush(p, *p.conns[0]);
         }
       } else {
-        if (h.type == FrameType::eager && !is_self(p)) {
+        // Eager payloads wait in staging memory (sockets only: there is no self connection).
+        const bool eager = h.type == FrameType::eager;
+        if (eager) {
           // An honest sender spends credits we granted and gets them back only once we consumed
           // its messages, so what it parks here stays within the credit.
-          if (p.unexpected_bytes + bytes > options_.eager_credit_bytes) {
+          const uint64_t staged = p.queues.staged_bytes() + bytes;
+          if (staged > options_.eager_credit_bytes) {
             return Status(ErrorCode::protocol,
                           fmt::format("rank {}: rank {} sent {} bytes of eager messages ahead of "
                                       "their receives, beyond its {}-byte credit",
-                                      rank_, p.rank, p.unexpected_bytes + bytes,
-                                      options_.eager_credit_bytes));
-          }
-          p.unexpected_bytes += bytes;
-          const uint64_t now = unexpected_now_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-          uint64_t peak = unexpected_peak_.load(std::memory_order_relaxed);
-          while (now > peak && !unexpected_peak_.compare_exchange_weak(peak, now)) {
+                                      rank_, p.rank, staged, options_.eager_credit_bytes));
           }
         }
         Unexpected* u = new_unexpected();
         u->type = h.type;
-        u->tag = h.tag;
-        u->fp = h.fp;
         u->bytes = bytes;
         u->msg_id = h.msg_id;
-        p.unexpected.push_back(u);
-        if (h.type == FrameType::rts) return Status();
-        u->data = bytes > 0 ? static_cast<uint8_t*>(pool_.acquire(bytes)) : nullptr;
-        c.cur_unexp = u;
-        c.target = u->data;
+        if (eager) {
+          u->data = bytes > 0 ? static_cast<uint8_t*>(pool_.acquire(bytes)) : nullptr;
+          c.cur_unexp = u;
+          c.target = u->data;
+        }
+        p.queues.park({.tag = h.tag, .fp = h.fp, .bytes = bytes, .staged = eager ? bytes : 0,
+                       .arrival = u});
+        if (!eager) return Status();
       }
       break;
     }
@@ -389,7 +378,10 @@ Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
       } else if (c.cur_unexp != nullptr) {
         Unexpected* u = c.cur_unexp;
         u->arrived = true;
-        if (u->waiting != nullptr) deliver_unexpected(p, u, u->waiting);
+        if (u->waiting != nullptr) {
+          p.queues.release_staged(u->bytes);  // held by match_unexpected while it arrived
+          deliver_unexpected(p, u, u->waiting);
+        }
       }
       c.cur_req = nullptr;
       c.cur_unexp = nullptr;
@@ -436,11 +428,7 @@ void TcpTransport::deliver_unexpected(Peer& p, Unexpected* u, Request* r) {
     return;
   }
   if (u->bytes > 0) std::memcpy(r->buf, u->data, u->bytes);
-  if (!is_self(p)) {
-    p.credits_to_return += u->bytes;
-    p.unexpected_bytes -= u->bytes;
-    unexpected_now_.fetch_sub(u->bytes, std::memory_order_relaxed);
-  }
+  if (!is_self(p)) p.credits_to_return += u->bytes;
   if (u->data != nullptr) pool_.release(u->data, u->bytes);
   free_unexpected(u);
   r->complete(Status());
@@ -465,84 +453,46 @@ void TcpTransport::post_recv(Request* r) {
       r->complete(failure());
       return;
     }
-    auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(), [&](Unexpected* u) {
-      return u->tag == r->tag && u->waiting == nullptr;
-    });
-    if (it == p.unexpected.end()) {
+    std::optional<TcpParked> a = p.queues.take_parked(r->tag);
+    if (!a) {
       if (p.departed && !is_self(p)) {
         r->complete(Status(ErrorCode::peer_lost, fmt::format("rank {}: receive from rank {} which "
                                                              "has shut down", rank_, p.rank)));
         return;
       }
-      p.posted.push_back(r);
+      p.queues.add_posted(r);
       return;
     }
-    st = match_unexpected(p, r, it);
+    st = match_unexpected(p, r, std::move(*a));
   }
   if (!st.ok()) fail_async(st);
 }
 
-Status TcpTransport::match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it) {
-  Unexpected* u = *it;
-  Status st = match_check(p, *r, u->bytes, u->fp);
+Status TcpTransport::match_unexpected(Peer& p, Request* r, TcpParked a) {
+  Status st = match_check(p, *r, a.bytes, a.fp);
   if (!st.ok()) {
+    // This receive's error, not the transport's: the message stays for a receive that agrees.
+    p.queues.put_back(std::move(a));
     r->complete(st);
-    return Status();  // this receive's error, not the transport's
+    return Status();
   }
-  bool parked_in_unexpected = u->type == FrameType::eager && !u->arrived;
-  if (!parked_in_unexpected) p.unexpected.erase(it);
+  Unexpected* u = a.arrival;
+  // An eager payload still arriving keeps its staging bytes counted until on_payload_done
+  // delivers it (take_parked uncounted them).
+  if (u->type == FrameType::eager && !u->arrived) p.queues.hold_staged(a.staged);
   deliver_unexpected(p, u, r);
-  if (parked_in_unexpected) {
-    // Removed from the list when the payload completes (deliver_unexpected frees it then).
-    p.unexpected.erase(std::find(p.unexpected.begin(), p.unexpected.end(), u));
-  }
   return is_self(p) ? Status() : flush(p, *p.conns[0]);
 }
 
-Request* TcpTransport::claim_any(const Peer& p, uint64_t tag) {
-  MutexLock lock(any_mu_);
-  auto it = std::find_if(any_posted_.begin(), any_posted_.end(),
-                         [&](Request* r) { return r->tag == tag; });
-  if (it == any_posted_.end()) return nullptr;
-  Request* r = *it;
-  any_posted_.erase(it);
-  r->peer = p.rank;
-  return r;
-}
-
 void TcpTransport::post_recv_any(Request* r) {
-  // Published first, then every peer's parked messages are searched: an arrival either finds
-  // the receive in any_posted_ or is parked before the search reaches its peer, so none is
-  // missed; whoever takes the receive out of any_posted_ owns the match.
-  {
-    MutexLock lock(any_mu_);
-    if (failed_.load(std::memory_order_acquire)) {  // fail_async already drained the list
-      r->complete(failure());
-      return;
-    }
-    any_posted_.push_back(r);
-  }
-  for (auto& peer : peers_) {
-    Peer& p = *peer;
-    Status st;
-    {
-      MutexLock lock(p.mu);
-      auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(), [&](Unexpected* u) {
-        return u->tag == r->tag && u->waiting == nullptr;
-      });
-      if (it == p.unexpected.end()) continue;
-      {
-        MutexLock any_lock(any_mu_);
-        auto mine = std::find(any_posted_.begin(), any_posted_.end(), r);
-        if (mine == any_posted_.end()) return;  // an arrival matched it meanwhile
-        any_posted_.erase(mine);
-      }
-      r->peer = p.rank;
-      st = match_unexpected(p, r, it);
-    }
-    if (!st.ok()) fail_async(st);
-    return;
-  }
+  Status st;
+  const auto posted = matcher_.post_any(r, [&](PeerQueues<Unexpected*>& q, TcpParked&& a) {
+    Peer& p = *peers_[static_cast<size_t>(q.peer())];
+    p.mu.assert_held();  // post_any holds every peer's
+    st = match_unexpected(p, r, std::move(a));
+  });
+  if (posted == TcpMatcher::AnyPost::closed) r->complete(failure());
+  if (!st.ok()) fail_async(st);
 }
 
 }  // namespace weft::tcp

@@ -170,16 +170,7 @@ void TcpTransport::maybe_return_credits(Peer& p) {
 
 void TcpTransport::send_self(Peer& p, Request* r) {
   // p.mu held. A send to oneself matches like any other message, without a socket.
-  auto it = std::find_if(p.posted.begin(), p.posted.end(),
-                         [&](Request* recv) { return recv->tag == r->tag; });
-  Request* recv = nullptr;
-  if (it != p.posted.end()) {
-    recv = *it;
-    p.posted.erase(it);
-  } else if ((r->tag & kP2pTagBit) != 0) {
-    recv = claim_any(p, r->tag);
-  }
-  if (recv != nullptr) {
+  if (Request* recv = p.queues.take_posted(r->tag)) {
     Status st = match_check(p, *recv, r->bytes, r->fp);
     if (st.ok() && r->bytes > 0) std::memcpy(recv->buf, r->buf, r->bytes);
     recv->complete(st);
@@ -188,13 +179,12 @@ void TcpTransport::send_self(Peer& p, Request* r) {
   }
   Unexpected* u = new_unexpected();
   u->type = FrameType::eager;
-  u->tag = r->tag;
-  u->fp = r->fp;
   u->bytes = r->bytes;
   u->data = r->bytes > 0 ? static_cast<uint8_t*>(pool_.acquire(r->bytes)) : nullptr;
   if (r->bytes > 0) std::memcpy(u->data, r->buf, r->bytes);
   u->arrived = true;
-  p.unexpected.push_back(u);
+  // A copy of the caller's buffer, not bytes a peer staged against its credit: staged 0.
+  p.queues.park({.tag = r->tag, .fp = r->fp, .bytes = r->bytes, .arrival = u});
   r->complete(Status());
 }
 

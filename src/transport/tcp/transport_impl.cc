@@ -23,9 +23,10 @@ TcpTransport::TcpTransport(const TcpTransportConfig& config, BufferPool& pool)
       pool_(pool) {
   limits_.max_eager = options_.eager_threshold;
   for (int r = 0; r < size_; ++r) {
-    auto p = std::make_unique<Peer>();
-    p->rank = r;
+    auto p = std::make_unique<Peer>(matcher_, r);
+    MutexLock lock(p->mu);  // nobody else sees it yet; for the analysis
     p->send_credits = options_.eager_credit_bytes;
+    matcher_.add_peer(p->mu, p->queues);
     peers_.push_back(std::move(p));
   }
 }
@@ -81,13 +82,12 @@ void TcpTransport::begin_operation(const Fingerprint& fp) {
   {
     MutexLock fp_lock(fp_mu_);
     current_ = fp;
+    // Messages of collectives parked before: checked against the new operation here (later
+    // arrivals are checked against it when they arrive). Usually none: no peer lock is taken.
     for (auto& p : peers_) {
+      if (matcher_.parked_collectives() == 0) break;
       MutexLock lock(p->mu);
-      for (Unexpected* u : p->unexpected) {
-        if ((u->tag & kP2pTagBit) != 0) continue;
-        st = collective_mismatch(rank_, fp, p->rank, u->fp);
-        if (!st.ok()) break;
-      }
+      st = p->queues.check_parked(rank_, fp);
       if (!st.ok()) break;
     }
   }
@@ -163,12 +163,7 @@ void TcpTransport::fail_async(const Status& status) {
   } else {
     log::warn("{}", status.to_string());
   }
-  std::vector<Request*> any;
-  {
-    MutexLock lock(any_mu_);
-    any.swap(any_posted_);
-  }
-  for (Request* r : any) r->complete(status);
+  for (Request* r : matcher_.close_any()) r->complete(status);
   for (auto& p : peers_) {
     Peer* peer = p.get();
     if (peer->rank == rank_) {
@@ -190,26 +185,34 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
   std::vector<std::unique_lock<Mutex>> read_locks;  // a caller may be reading right now
   for (auto& c : p.conns) read_locks.emplace_back(c->read_mu);
   MutexLock lock(p.mu);
-  for (Request* r : p.posted) reqs.push_back(r);
+  PeerQueues<Unexpected*>::Drained drained = p.queues.drain();
+  for (Request* r : drained.posted) reqs.push_back(r);
   for (Request* r : p.rts_pending) reqs.push_back(r);
   for (Request* r : p.expected) reqs.push_back(r);
-  for (Unexpected* u : p.unexpected) {
-    if (u->waiting != nullptr) reqs.push_back(u->waiting);
+  // A parked eager message whose payload was still arriving is also its connection's
+  // cur_unexp: freed here, once (parked messages have no waiting receive).
+  for (TcpParked& a : drained.parked) {
+    Unexpected* u = a.arrival;
+    for (auto& c : p.conns) {
+      if (c->cur_unexp == u) c->cur_unexp = nullptr;
+    }
     if (u->data != nullptr) pool_.release(u->data, u->bytes);
     free_unexpected(u);
   }
-  p.posted.clear();
   p.rts_pending.clear();
   p.expected.clear();
-  p.unexpected.clear();
   for (auto& c : p.conns) {
     for (OutFrame& f : c->outq) {
       if (f.req != nullptr) reqs.push_back(f.req);
     }
     if (c->cur_req != nullptr) reqs.push_back(c->cur_req);
     if (c->cur_unexp != nullptr) {
+      // Matched while its payload arrived: out of the parked list, its receive waits for it.
       Unexpected* u = c->cur_unexp;
-      if (u->waiting != nullptr) reqs.push_back(u->waiting);
+      if (u->waiting != nullptr) {
+        reqs.push_back(u->waiting);
+        p.queues.release_staged(u->bytes);
+      }
       if (u->data != nullptr) pool_.release(u->data, u->bytes);
       free_unexpected(u);
     }

@@ -1,11 +1,13 @@
 // Internal classes of the TCP transport (see tcp_transport.h for the contract).
 //
-// Threads and locks: each Peer has one mutex guarding its matching state and the send queues of
-// its sockets; posters (any thread) and the reactor take it. The receive state of a Connection is
+// Threads and locks: each Peer has one mutex guarding its matching state (a PeerQueues of the
+// matching engine, transport/matching.h) and the send queues of its sockets; posters (any
+// thread) and the reactor take it. The receive state of a Connection is
 // guarded by its read_mu: normally the reactor reads, but a caller waiting for a message from
 // that peer reads itself (Peer::caller_reading tells the reactor to leave the socket alone),
 // which saves two thread hand-offs per message. Lock order: read_mu, then fp_mu_, then Peer::mu
-// (unexp_mu_ last). Nobody holds two read_mu at once except drain_peer, in index order. The
+// (several only as Matcher::post_any takes them: all, in rank order), then the matcher's own
+// mutex and unexp_mu_ (leaves). Nobody holds two read_mu at once except drain_peer, in index order. The
 // annotations (base/thread_annotations.h) let clang check this, except for a Connection's send
 // side, which is guarded by its Peer's mutex (a Connection cannot name it).
 #pragma once
@@ -24,6 +26,7 @@
 #include "base/mutex.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/reactor.h"
+#include "transport/matching.h"
 #include "transport/tcp/frame.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -41,17 +44,20 @@ struct OutFrame {
   std::string text;         // owned payload (error frames)
 };
 
-// A message that arrived before its receive was posted.
+// A message that arrived before its receive was posted: the engine's Parked record holds its tag,
+// fingerprint and size (and the eager bytes it stages, counted against the peer's credit), and
+// this. An eager message parked while its payload still arrives is also its connection's
+// cur_unexp; matched in that state it leaves the parked list and waits there for its payload.
 struct Unexpected {
   FrameType type = FrameType::eager;  // eager (payload parked in `data`) or rts (payload waits)
-  uint64_t tag = 0;
-  Fingerprint fp;
   size_t bytes = 0;
   uint64_t msg_id = 0;           // rts
   uint8_t* data = nullptr;       // eager payload, from the pool
   bool arrived = false;          // eager payload fully received
   Request* waiting = nullptr;    // a receive matched while the payload was still arriving
 };
+using TcpParked = Parked<Unexpected*>;
+using TcpMatcher = Matcher<Unexpected*>;
 
 struct Connection {
   Fd fd;
@@ -95,20 +101,18 @@ inline uint32_t epoll_events(const Connection& c) {
 }
 
 struct Peer {
-  int rank = -1;
+  Peer(TcpMatcher& matcher, int r) : rank(r), queues(matcher, r) {}
+
+  const int rank;
   Reactor* reactor = nullptr;
   Mutex mu;
   std::vector<std::unique_ptr<Connection>> conns;  // fixed after set-up
-  // Receives not yet matched, in posting order.
-  std::vector<Request*> posted GUARDED_BY(mu);
-  // Arrivals not yet matched, in arrival order.
-  std::vector<Unexpected*> unexpected GUARDED_BY(mu);
+  // Receives posted for this peer and its arrivals that no receive took yet.
+  PeerQueues<Unexpected*> queues GUARDED_BY(mu);
   std::vector<Request*> rts_pending GUARDED_BY(mu);  // our rendezvous sends waiting for CTS
   std::vector<Request*> expected GUARDED_BY(mu);     // our receives waiting for DATA
   size_t send_credits GUARDED_BY(mu) = 0;
   size_t credits_to_return GUARDED_BY(mu) = 0;
-  // Eager payloads parked in `unexpected` (at most our credit).
-  size_t unexpected_bytes GUARDED_BY(mu) = 0;
   uint64_t next_msg_id GUARDED_BY(mu) = 0;
   std::atomic<bool> caller_reading{false};  // a waiting caller reads this peer's sockets
   // Liveness: reads and writes that moved bytes (changes matter, not values), and whether the
@@ -145,14 +149,12 @@ class TcpTransport final : public Transport {
   void set_reactor_reads(bool on) EXCLUDES(arm_mu_);
   // Writes what blocked queues hold (the operation's thread, from wait()); false on failure.
   bool flush_blocked();
-  // Receives from any peer (Request::peer == kAnyPeer): matched against every peer's parked
-  // messages when posted, else parked in any_posted_ for the first arrival with their tag.
-  void post_recv_any(Request* r) EXCLUDES(any_mu_);
-  // Takes the oldest receive from any peer waiting for `tag`, or nullptr.
-  Request* claim_any(const Peer& p, uint64_t tag) REQUIRES(p.mu) EXCLUDES(any_mu_);
-  // Matches receive r with parked message *it of peer p (removing it).
-  Status match_unexpected(Peer& p, Request* r, std::vector<Unexpected*>::iterator it)
-      REQUIRES(p.mu);
+  // Receives from any peer (Request::peer == kAnyPeer): Matcher::post_any.
+  void post_recv_any(Request* r);
+  // Matches receive r with the parked message `a` of peer p (taken from p.queues); a receive
+  // that disagrees with it ends with the mismatch and the message is parked again. An error is
+  // the transport's (the caller fails it once p.mu is released).
+  Status match_unexpected(Peer& p, Request* r, TcpParked a) REQUIRES(p.mu);
   // A point-to-point request is being posted: the reactor must read between operations.
   void note_p2p() EXCLUDES(arm_mu_);
   void fail(const Status& status) override;
@@ -162,7 +164,7 @@ class TcpTransport final : public Transport {
   std::vector<int> lost_peers() const override;
   TransportCounters counters() const override {
     TransportCounters c;
-    c.unexpected_bytes_peak = unexpected_peak_.load(std::memory_order_relaxed);
+    c.unexpected_bytes_peak = matcher_.staged_peak();
     return c;
   }
 
@@ -192,7 +194,7 @@ class TcpTransport final : public Transport {
   Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
   void deliver_unexpected(Peer& p, Unexpected* u, Request* r) REQUIRES(p.mu);
   // transport_impl.cc
-  void fail_async(const Status& status) EXCLUDES(err_mu_, any_mu_);
+  void fail_async(const Status& status) EXCLUDES(err_mu_);
   // Not analysed: it holds every read_mu of the peer at once (taken in a loop), which the
   // analysis cannot follow.
   void drain_peer(Peer& p, const Status& status, bool tell_peer)
@@ -209,13 +211,14 @@ class TcpTransport final : public Transport {
   BufferPool& pool_;
   FrameLimits limits_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
+  // Receives from any peer and the counters over all peers' queues (parked collective messages,
+  // eager bytes staged); declared before the peers, whose queues refer to it.
+  TcpMatcher matcher_;
   std::vector<std::unique_ptr<Peer>> peers_;
 
-  mutable Mutex err_mu_ ACQUIRED_AFTER(any_mu_);  // a leaf (also taken under a Peer::mu)
+  mutable Mutex err_mu_;  // a leaf (also taken under a Peer::mu)
   Status error_ GUARDED_BY(err_mu_);
   std::atomic<bool> failed_{false};
-  std::atomic<uint64_t> unexpected_now_{0};   // parked eager bytes, all peers
-  std::atomic<uint64_t> unexpected_peak_{0};
 
   Mutex fp_mu_;  // after a read_mu, before any Peer::mu
   Fingerprint current_ GUARDED_BY(fp_mu_);
@@ -228,9 +231,6 @@ class TcpTransport final : public Transport {
   // The executing thread owns every socket's receive side from begin_operation to
   // end_operation: it reads whenever it waits, and the reactor only notes readiness.
   std::atomic<bool> op_active_{false};
-  Mutex any_mu_ ACQUIRED_AFTER(fp_mu_);  // after a peer mutex, never before
-  // Receives from any peer not yet matched.
-  std::vector<Request*> any_posted_ GUARDED_BY(any_mu_);
   std::atomic<bool> p2p_used_{false};  // a point-to-point request was ever posted (note_p2p)
   Mutex arm_mu_;                       // before the Peer::mu it takes; never with read_mu or fp_mu_
   bool reactor_reads_ GUARDED_BY(arm_mu_) = true;  // every connection's reactor_reads
