@@ -64,7 +64,10 @@ class WEFT_API Communicator {
   // --- point-to-point: the receive names the sender (or kAnySource), the tag and the same byte
   // count. Messages from one sender with one tag arrive in send order. A receive from kAnySource
   // takes the first matching message from any rank; Work::source() (or *source of the blocking
-  // form) tells which rank sent it.
+  // form) tells which rank sent it. As in MPI, a message goes to the earliest-posted receive that
+  // accepts it (a kAnySource receive posted before one naming the sender takes the sender's
+  // message first), and a kAnySource receive takes, of the messages already waiting, the one
+  // that arrived first.
   Status send(const void* buf, size_t bytes, int peer, uint32_t tag);
   Status recv(void* buf, size_t bytes, int peer, uint32_t tag, int* source = nullptr);
   WorkPtr send_async(const void* buf, size_t bytes, int peer, uint32_t tag);

@@ -1,7 +1,8 @@
 // BufferPool: large scratch and staging buffers reused across operations.
 //
-// Why: the first touch of a fresh 4 KiB page costs 11-17 us on the machines weft runs on, so
-// allocating message-sized buffers per call ruins large-message bandwidth. The pool keeps freed
+// Why: the first touch of a fresh page is expensive on the machines weft runs on
+// (docs/algorithms.md, "Measured facts the code is built on"), so allocating message-sized
+// buffers per call ruins large-message bandwidth. The pool keeps freed
 // buffers by power-of-two size class and hands them out again.
 //
 // Buffers are 64-byte aligned; classes of 2 MiB and more are 2 MiB aligned and advised for

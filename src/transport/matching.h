@@ -312,7 +312,9 @@ class Matcher {
   // Posts a receive from any peer (r->peer == kAnyPeer, a point-to-point tag). Call with no peer
   // lock held: takes them all (see the protocol above). When a parked arrival matches,
   // r->peer becomes its peer and `on_match(PeerQueues&, Parked&&)` runs with every peer lock still
-  // held (it may use that peer's state, as take_parked's caller would, but takes no peer lock).
+  // held (it may use that peer's state, as take_parked's caller would, and put_back() an arrival
+  // the receive refuses, but takes no peer lock; it tells the thread-safety analysis which lock
+  // it relies on with Mutex::assert_held()).
   template <typename OnMatch>
   AnyPost post_any(Request* r, OnMatch&& on_match) {
     if (closed()) return AnyPost::closed;
@@ -444,52 +446,24 @@ class Matcher {
   std::atomic<uint64_t> staged_peak_{0};
 };
 
-// How the other transports map onto the engine (they still match on their own; to adopt it):
+// Who uses it, and for what (each transport's own record, locks and byte moves stay its own):
+//  - TCP (tcp/), Arrival = Unexpected*: PeerQueues in each Peer (GUARDED_BY Peer::mu), the
+//    Matcher in TcpTransport. An eager message parks when its header arrives, with
+//    staged = its size (the credit check reads staged_bytes()); matched while its payload still
+//    arrives, it leaves the parked list and stays counted (hold_staged) until the payload is in
+//    (release_staged). A receive whose size or operation disagrees with the message it took ends
+//    with the mismatch and put_back() parks the message again.
+//  - Shared memory (shm/), Arrival = Unexpected by value (payload copy or the sender's address
+//    offer): PeerQueues in each Peer, named by the rank messages call it (Request::peer).
+//  - Local (local/), Arrival = Envelope: one mailbox lock guards a rank's PeerQueues of every
+//    sender; no receives from any peer.
+// All three check parked collective messages in begin_operation only while parked_collectives()
+// is not 0, and on failure drain() every peer and close_any().
 //
-// TCP (tcp/transport_impl.h, recv_path.cc, transport_impl.cc), Arrival = Unexpected*:
-//  - Peer::posted and Peer::unexpected become a PeerQueues<Unexpected*> in Peer (guarded by
-//    Peer::mu as before); TcpTransport::any_posted_ + any_mu_ become a Matcher<Unexpected*>
-//    member declared before peers_, each Peer registered with add_peer(p.mu, p.queues) in start().
-//    Unexpected keeps type, msg_id, data, arrived, waiting; tag, fp, bytes move to Parked.
-//  - on_header's eager/rts case: `find_if(p.posted) ... else claim_any` is take_posted(h.tag);
-//    the parking branch is the credit check on p.queues.staged_bytes() + park({.tag, .fp,
-//    .bytes, .staged = eager && !is_self ? bytes : 0, .arrival = u}). unexpected_now_ and
-//    unexpected_peak_ become Matcher::staged_bytes()/staged_peak() (counters()). send_self
-//    (send_path.cc) is the same: take_posted(r->tag), else park() with staged 0.
-//  - post_recv: the find_if over unexpected + push_back(posted) is post(r) (the departed check
-//    goes between take_parked and add_posted). match_unexpected takes the Parked instead of an
-//    iterator and no longer erases (take_parked did): a payload still arriving (!arrived) stays
-//    reachable through Connection::cur_unexp, so the `waiting == nullptr` filters go. Today a
-//    matched payload in flight stays in p.unexpected_bytes until deliver_unexpected; to keep
-//    that, call hold_staged(bytes) when setting u->waiting and release_staged(bytes) where
-//    on_payload_done delivers it (an arrived payload was uncounted by take_parked already).
-//    drain_peer must then free a parked Unexpected that is also c->cur_unexp only once (today
-//    it frees it from both lists, harmless only because the transport never parks again).
-//  - post_recv_any + claim_any: Matcher::post_any(r, on_match = match_unexpected + flush,
-//    keeping the Status for fail_async after the locks go). Today it publishes first and scans
-//    one peer at a time; the engine holds every Peer::mu instead (Peer::mu is never held while
-//    another is taken, so that is deadlock-free; it costs one lock per peer per any-source post).
-//  - begin_operation's loop over p->unexpected: skip when parked_collectives() == 0, else
-//    check_parked(rank_, fp) per peer (under fp_mu_ and p->mu as now).
-//  - drain_peer: p.queues.drain() (posted into reqs; each parked: its waiting receive into reqs,
-//    data back to the pool, free_unexpected); fail_async's swap of any_posted_ is close_any().
-//  - read_some's "pending" check on EOF reads posted_count().
-//
-// Shared memory (shm/shm_transport.cc), Arrival = {type, msg_id, data, address}:
-//  - Peer::posted/unexpected -> PeerQueues (Peer::mu); any_posted_/any_mu_ -> Matcher, peers
-//    registered in start() with p.name as the PeerQueues peer (Request::peer carries names).
-//  - take_posted(p, tag) is PeerQueues::take_posted; park() is park() (parked_collective_ is
-//    Matcher::parked_collectives()); post_recv's find_if + push_back is post(r), and
-//    match_unexpected(p, r, index) takes the Parked from it; post_recv_any (every lock in rank
-//    order, as the engine does) is post_any with on_match = match_unexpected + flush.
-//  - begin_operation: parked_collectives() == 0 skips, else check_parked(name_, fp) per peer.
-//  - fail_locked_out: drain() per peer (posted into reqs, parked data back to the pool) and
-//    close_any(); the destructor's release of parked data reads the queues by for_each_parked.
-//  - check_peer's "pending" test on a departed peer reads posted_count().
-//
-// Differences adoption brings (deliberate, both toward the contract in transport.h): a receive
-// from any peer posted before a receive for one peer now takes that peer's message first (today
-// both prefer the specific receive), and a receive from any peer takes the parked message that
-// arrived first over all peers (today the lowest-ranked peer that has one).
+// Adopting the engine changed two ambiguous-order cases of TCP and shm toward the rules above
+// (and MPI): a receive from any peer posted before a receive for one peer now takes that peer's
+// message first (both preferred the receive that names the peer), and a receive from any peer
+// takes the waiting message that arrived first over all peers (both took the lowest-ranked
+// peer's). CommunicatorTest.AnySource* checks both on TCP and shm.
 
 }  // namespace weft

@@ -12,7 +12,10 @@
 //  - complete every request exactly once and call its Completion's notify() afterwards;
 //  - accept a point-to-point receive whose peer is kAnyPeer: it matches the first message with its
 //    tag from any peer, and the transport stores that peer in Request::peer before completing it
-//    (an implementation that cannot do this completes it with ErrorCode::invalid_argument).
+//    (an implementation that cannot do this completes it with ErrorCode::invalid_argument). A
+//    message takes the oldest posted receive that accepts it, whether that names its peer or any
+//    peer; a receive from any peer takes, of the messages already waiting, the one that arrived
+//    first. transport/matching.h implements these rules for every transport.
 // post_* may be called from any thread. A Request must stay alive and untouched by its poster until
 // done() is true or fail() has returned.
 #pragma once

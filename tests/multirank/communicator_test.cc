@@ -519,6 +519,59 @@ TEST_P(CommunicatorTest, ReceiveFromAnySource) {
   });
 }
 
+// The order rules of transport/matching.h, which every transport follows: a message takes the
+// receive posted first among those that accept it (a receive from any rank posted before one
+// naming the sender takes the sender's first message), and a receive from any rank takes the
+// parked message that arrived first, whichever rank sent it.
+TEST_P(CommunicatorTest, AnySourceReceivesMatchInPostingOrder) {
+  run_comm_ranks(2, test_options(), [](Communicator& c) {
+    int32_t token = 0;
+    if (c.rank() == 0) {
+      int32_t first = -1, second = -1;
+      WorkPtr any = c.recv_async(&first, sizeof(first), kAnySource, 8);
+      WorkPtr named = c.recv_async(&second, sizeof(second), 1, 8);
+      ASSERT_TRUE(c.send(&token, sizeof(token), 1, 13).ok());  // both are posted: go
+      ASSERT_TRUE(any->wait().ok());
+      ASSERT_TRUE(named->wait().ok());
+      EXPECT_EQ(first, 1);
+      EXPECT_EQ(second, 2);
+      EXPECT_EQ(any->source(), 1);
+    } else {
+      ASSERT_TRUE(c.recv(&token, sizeof(token), 0, 13).ok());
+      for (int32_t v : {1, 2}) ASSERT_TRUE(c.send(&v, sizeof(v), 0, 8).ok());
+    }
+  });
+}
+
+TEST_P(CommunicatorTest, AnySourceTakesTheEarliestArrivalFirst) {
+  run_comm_ranks(3, test_options(), [](Communicator& c) {
+    int32_t token = 0;
+    const int32_t mine = 100 + c.rank();
+    if (c.rank() == 2) {
+      // Arrives first: rank 0 sees the message behind it (same sender, in order) before rank 1
+      // is told to send.
+      ASSERT_TRUE(c.send(&mine, sizeof(mine), 0, 9).ok());
+      ASSERT_TRUE(c.send(&token, sizeof(token), 0, 10).ok());
+    } else if (c.rank() == 1) {
+      ASSERT_TRUE(c.recv(&token, sizeof(token), 0, 11).ok());
+      ASSERT_TRUE(c.send(&mine, sizeof(mine), 0, 9).ok());
+      ASSERT_TRUE(c.send(&token, sizeof(token), 0, 12).ok());
+    } else {
+      ASSERT_TRUE(c.recv(&token, sizeof(token), 2, 10).ok());  // rank 2's tag 9 is parked
+      ASSERT_TRUE(c.send(&token, sizeof(token), 1, 11).ok());
+      ASSERT_TRUE(c.recv(&token, sizeof(token), 1, 12).ok());  // and now rank 1's
+      int32_t v = 0;
+      int src = -1;
+      ASSERT_TRUE(c.recv(&v, sizeof(v), kAnySource, 9, &src).ok());
+      EXPECT_EQ(src, 2);  // the earlier arrival, though rank 1 is the lower rank
+      EXPECT_EQ(v, 102);
+      ASSERT_TRUE(c.recv(&v, sizeof(v), kAnySource, 9, &src).ok());
+      EXPECT_EQ(src, 1);
+      EXPECT_EQ(v, 101);
+    }
+  });
+}
+
 TEST_P(CommunicatorTest, SendToSelf) {
   run_comm_ranks(2, test_options(), [](Communicator& c) {
     int v = 40 + c.rank(), got = 0;

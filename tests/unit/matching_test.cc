@@ -413,6 +413,46 @@ TEST(Matching, StagedBytesFollowParkedArrivals) {
   EXPECT_EQ(e.matcher().staged_peak(), 180u);
 }
 
+// A receive that refuses the message it took (TCP: size or operation disagree) puts it back: it
+// is again the oldest of its tag for the next receive, keeps its place in the arrival order over
+// all peers, and its counters are as before.
+TEST(Matching, PutBackRestoresARefusedArrival) {
+  Engine e(2);
+  Requests rs;
+  ASSERT_EQ(e.arrive(1, kTag, 0, 40), nullptr);
+  ASSERT_EQ(e.arrive(0, kTag, 0, 10), nullptr);
+  ASSERT_EQ(e.arrive(1, kTag, 1, 20), nullptr);
+  ASSERT_EQ(e.arrive(1, collective_tag(1, 0), 0, 0, collective_fp(OpKind::allreduce, 1)), nullptr);
+  EXPECT_EQ(e.matcher().parked_collectives(), 1);
+  {
+    MutexLock lock(e.mu(1));
+    std::optional<Parked<Msg>> a = e.q(1).take_parked(kTag);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->arrival.seq, 0);
+    EXPECT_EQ(e.q(1).staged_bytes(), 20u);
+    e.q(1).put_back(std::move(*a));
+    EXPECT_EQ(e.q(1).staged_bytes(), 60u);
+    std::optional<Parked<Msg>> c = e.q(1).take_parked(collective_tag(1, 0));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(e.matcher().parked_collectives(), 0);
+    e.q(1).put_back(std::move(*c));
+    EXPECT_EQ(e.matcher().parked_collectives(), 1);
+  }
+  EXPECT_EQ(e.matcher().staged_bytes(), 70u);
+  // Still the first arrival over all peers, then peer 0's, then its own second message.
+  std::optional<Msg> m = e.post_any(rs.make(kAnyPeer, kTag));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->peer, 1);
+  EXPECT_EQ(m->seq, 0);
+  m = e.post_any(rs.make(kAnyPeer, kTag));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->peer, 0);
+  m = e.post(rs.make(1, kTag));
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->seq, 1);
+  EXPECT_EQ(e.matcher().staged_bytes(), 0u);
+}
+
 // Several threads post receives (for one peer, and from any peer) while one thread per peer
 // delivers that peer's messages, each under that peer's lock (as a reactor would). Every
 // message is taken at most once and every receive at most once; what is left at the end cannot

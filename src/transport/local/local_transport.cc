@@ -247,6 +247,7 @@ class LocalTransport final : public Transport {
       for (PeerQueues<Envelope>& queues : box.from) {
         const int sender = queues.peer();
         queues.erase_parked_if([&](Parcel& e) {
+          box.mu.assert_held();  // erase_parked_if runs under the caller's lock
           if (is_collective(e.fp) && !e.arrival.lost && e.fp.seq < fp.seq && stale.empty()) {
             stale = stale_text(sender, e.fp, rank_, fp);
           }

@@ -118,8 +118,9 @@ Result<std::unique_ptr<Segment>> Segment::create(const std::string& name, int ra
   }
   seg->base_ = base;
   seg->bytes_ = bytes;
-  // Write every page now: on the VMs weft runs on, the first write to a page costs 11-17 us even
-  // when the kernel has already allocated it, which would land on the first messages instead.
+  // Write every page now: on the VMs weft runs on, the first write to a page is expensive even
+  // when the kernel has already allocated it (docs/algorithms.md, "Measured facts the code is
+  // built on"), which would land on the first messages instead.
   std::memset(base, 0, bytes);
   auto* h = new (base) SegmentHeader();
   h->version = kSegmentVersion;

@@ -4,8 +4,8 @@
 // producer, single consumer, Options::shm_ring_bytes each) and maps every peer's segment. A
 // message is copied into the receiver's ring by the sender and out of it, straight into the
 // posted receive buffer, by the receiver: two copies of cache-resident chunks, which on the
-// machines weft runs on is faster than one Cross-Memory-Attach copy (process_vm_readv moves
-// ~3 GB/s there, memcpy ~20 GB/s). Small messages go eagerly within per-peer credits; large ones
+// machines weft runs on is faster than one Cross-Memory-Attach copy (docs/algorithms.md,
+// "Measured facts the code is built on"). Small messages go eagerly within per-peer credits; large ones
 // wait for the receive (RTS, CTS, then DATA chunks), so unexpected memory stays bounded. With
 // Options::shm_cma_threshold set, the RTS of a large message carries the sender's buffer address
 // and the receiver reads it in place (process_vm_readv) and acknowledges it, falling back to the
