@@ -23,6 +23,7 @@
 
 #include "core/diag_report.h"
 #include "tools/commands.h"
+#include "base/socket.h"
 #include "weft/store.h"
 
 namespace weft::tools {
@@ -58,13 +59,12 @@ int run_diag(const DiagArgs& args) {
     }
     addr = env;
   }
-  const size_t colon = addr.rfind(':');
-  int port = colon == std::string::npos ? -1 : std::atoi(addr.c_str() + colon + 1);
-  if (colon == std::string::npos || port <= 0 || port > 65535) {
-    return fail("--store must be HOST:PORT, got \"" + addr + "\"");
+  Result<HostPort> where = split_host_port(addr);
+  if (!where.ok()) {
+    return fail("--store must be HOST:PORT or [IPV6]:PORT: \"" + addr + "\" " +
+                where.status().message());
   }
-  auto store = connect_tcp_store(addr.substr(0, colon), static_cast<uint16_t>(port),
-                                 std::chrono::milliseconds(5000));
+  auto store = connect_tcp_store(where->host, where->port, std::chrono::milliseconds(5000));
   if (!store.ok()) return fail("cannot reach the store at " + addr + ": " + store.status().to_string());
   Store& s = *store.value();
 

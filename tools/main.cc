@@ -13,6 +13,13 @@ int main(int argc, char** argv) {
   weft::tools::add_bench_command(app, exit_code);
   weft::tools::add_store_command(app, exit_code);
   weft::tools::add_diag_command(app, exit_code);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // Help and --version end with 0; every usage error with 2, as documented (CLI11's own codes
+    // are 101-115, which a shell script cannot tell from a job's exit code).
+    const int code = app.exit(e);  // prints the message (and the usage hint)
+    return code == 0 ? 0 : 2;
+  }
   return exit_code;
 }

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <string>
 #include <string_view>
 
 namespace weft::log {
@@ -10,6 +11,11 @@ namespace weft::log {
 spdlog::logger& logger();
 // trace, debug, info, warn, error, off. Returns false for an unknown name.
 bool set_level(std::string_view level);
+
+// Text from another process (a peer's error message) made safe to log and to show: control
+// characters and bytes above 0x7e become \xNN, so no escape sequence reaches a terminal and a
+// message stays on one line.
+std::string printable(std::string_view text);
 
 template <typename... Args>
 void debug(spdlog::format_string_t<Args...> f, Args&&... args) {

@@ -121,8 +121,14 @@ Status Options::validate() const {
   if (rank >= 0 && size > 0 && rank >= size) {
     errors.push_back(fmt::format("rank={}: must be below size={}", rank, size));
   }
-  if (chunk_bytes < 4096) {
-    errors.push_back(fmt::format("chunk_bytes={}: must be at least 4KiB", chunk_bytes));
+  if (chunk_bytes < 4096 || chunk_bytes > kMaxChunkBytes) {
+    errors.push_back(fmt::format("chunk_bytes={}: must be from 4KiB to {}",
+                                 format_size(chunk_bytes), format_size(kMaxChunkBytes)));
+  }
+  if (eager_credit_bytes > kMaxEagerCreditBytes) {
+    errors.push_back(fmt::format("eager_credit_bytes={}: at most {}",
+                                 format_size(eager_credit_bytes),
+                                 format_size(kMaxEagerCreditBytes)));
   }
   if (sockets_per_peer < 1 || sockets_per_peer > 16) {
     errors.push_back(fmt::format("sockets_per_peer={}: must be 1..16", sockets_per_peer));
@@ -134,6 +140,14 @@ Status Options::validate() const {
   if (connect_timeout.count() <= 0) errors.push_back("connect_timeout: must be positive");
   if (peer_timeout.count() < 0 || (peer_timeout.count() > 0 && peer_timeout.count() < 50)) {
     errors.push_back("peer_timeout: 0 (off) or at least 50ms");
+  }
+  for (auto [name, d] : {std::pair<std::string_view, std::chrono::milliseconds>{"timeout", timeout},
+                         {"connect_timeout", connect_timeout},
+                         {"peer_timeout", peer_timeout}}) {
+    if (d > kMaxOptionDuration) {
+      errors.push_back(fmt::format("{}={} ms: at most a year ({} ms)", name, d.count(),
+                                   kMaxOptionDuration.count()));
+    }
   }
   if (eager_threshold > eager_credit_bytes) {
     errors.push_back(fmt::format("eager_threshold={}: must not exceed eager_credit_bytes={}",

@@ -83,7 +83,10 @@ Result<std::chrono::milliseconds> parse_duration(std::string_view v) {
   if (unit == "h") ms_per_unit = 3'600'000;
   if (ms_per_unit == 0) return invalid(std::string(what));
   const double ms = n * ms_per_unit;
-  if (!std::isfinite(ms) || ms < 0 || ms > 1e15) return invalid("duration out of range");
+  if (!std::isfinite(n) || ms < 0) return invalid("duration out of range");
+  // Longer than kMaxOptionDuration (a year) means "practically never": clamped, so that a
+  // deadline of now + duration cannot overflow (9300000000 s once wrapped to 1 ms).
+  if (ms >= static_cast<double>(kMaxOptionDuration.count())) return kMaxOptionDuration;
   return std::chrono::milliseconds(std::llround(ms));
 }
 

@@ -5,6 +5,8 @@
 // Plain functions over values; any thread may call them.
 #pragma once
 
+#include <chrono>
+#include <cstddef>
 #include <map>
 #include <string>
 #include <string_view>
@@ -31,6 +33,15 @@ std::vector<std::string> option_json_keys();
 bool is_launcher_variable(std::string_view name);
 
 // ---- shared by options.cc and options_apply.cc ----
+
+// The longest duration an option takes (a year): a longer one written in the environment or JSON
+// means "practically never" and is clamped to it; Options::validate rejects a longer one set in
+// code. Deadlines computed as now + duration in nanoseconds then never overflow.
+inline constexpr std::chrono::milliseconds kMaxOptionDuration{365LL * 24 * 3600 * 1000};
+// The largest chunk_bytes (ring algorithms keep two chunks of scratch per call) and
+// eager_credit_bytes (what one peer may park at this rank).
+inline constexpr size_t kMaxChunkBytes = size_t{256} << 20;
+inline constexpr size_t kMaxEagerCreditBytes = size_t{1} << 30;
 
 // Collectives that take a forced algorithm: every OpKind except send and recv.
 bool takes_algorithm(OpKind kind);

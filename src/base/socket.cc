@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
+#include <charconv>
 #include <cstring>
 #include <thread>
 
@@ -108,6 +110,31 @@ bool refused(int err) {
 std::string host_port(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
+}
+
+Result<HostPort> split_host_port(std::string_view text) {
+  std::string_view host, port;
+  if (!text.empty() && text.front() == '[') {
+    if (const size_t close = text.find("]:"); close != std::string_view::npos) {
+      host = text.substr(1, close - 1);
+      port = text.substr(close + 2);
+    }
+  } else if (const size_t colon = text.rfind(':');
+             colon != std::string_view::npos && text.find(':') == colon) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty() || port.empty()) {
+    return Status(ErrorCode::invalid_argument,
+                  "is not host:port (use [addr]:port for IPv6)");
+  }
+  unsigned value = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (ec != std::errc() || end != port.data() + port.size() || value < 1 || value > 65535) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("has a bad port \"{}\" (1-65535)", port));
+  }
+  return HostPort{std::string(host), static_cast<uint16_t>(value)};
 }
 
 Result<Fd> listen_tcp(const std::string& host, uint16_t port) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/clock.h"
 #include "base/fd.h"
@@ -19,6 +20,13 @@ namespace weft {
 
 // "host:port", with brackets around IPv6 literals.
 std::string host_port(const std::string& host, uint16_t port);
+// The inverse: "host:port" or "[v6 address]:port" (a bare IPv6 literal is ambiguous and refused)
+// with a port 1..65535. The error says what was wrong, without naming where the text came from.
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+};
+Result<HostPort> split_host_port(std::string_view text);
 
 // A listening socket. host "" listens on every address (IPv6 dual-stack when the kernel has
 // IPv6, else IPv4); "0.0.0.0" on every IPv4 address; anything else is resolved. Port 0: any free

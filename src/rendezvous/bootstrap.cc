@@ -87,24 +87,10 @@ class Env {
 // "host:port" or "[v6 address]:port".
 Status parse_store_addr(const Env& env, const std::string& name, Draft* d) {
   const std::string& v = *env.find(name);
-  std::string host, port;
-  if (!v.empty() && v.front() == '[') {
-    auto close = v.find("]:");
-    if (close != std::string::npos) {
-      host = v.substr(1, close - 1);
-      port = v.substr(close + 2);
-    }
-  } else if (auto colon = v.rfind(':'); colon != std::string::npos && v.find(':') == colon) {
-    host = v.substr(0, colon);
-    port = v.substr(colon + 1);
-  }
-  if (host.empty() || port.empty()) {
-    return bad(fmt::format("{}='{}' is not host:port (use [addr]:port for IPv6)", name, v));
-  }
-  Result<uint16_t> p = env.port(name + " port", port);
-  if (!p.ok()) return bad(fmt::format("{}='{}' has a bad port: {}", name, v, p.status().message()));
-  d->host = host;
-  d->port = p.value();
+  Result<HostPort> where = split_host_port(v);
+  if (!where.ok()) return bad(fmt::format("{}='{}' {}", name, v, where.status().message()));
+  d->host = where->host;
+  d->port = where->port;
   return Status::success();
 }
 

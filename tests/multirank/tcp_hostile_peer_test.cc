@@ -2,6 +2,8 @@
 // the pending receive with a protocol error naming the peer, never crash or hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <sys/socket.h>
 
 #include <cstring>
@@ -104,6 +106,16 @@ std::vector<Hostile> hostile_inputs() {
   std::vector<uint8_t> flood;
   for (int i = 0; i < 65; ++i) flood.insert(flood.end(), one.begin(), one.end());
   v.push_back({"eager beyond the credit", flood, "beyond its 4194304-byte credit"});
+  // An error report carrying terminal escape sequences and a newline: shown escaped, on one line.
+  const std::string text = "\x1b[2Jcleared\nsecond line\x7f";
+  tcp::FrameHeader error;
+  error.type = tcp::FrameType::error;
+  error.offset = static_cast<uint64_t>(ErrorCode::protocol);
+  error.length = text.size();
+  std::vector<uint8_t> report = frame(error, text.size());
+  std::copy(text.begin(), text.end(), report.begin() + tcp::kHeaderBytes);
+  v.push_back({"error text with escape sequences", report,
+               "rank 1 reports: \\x1b[2Jcleared\\x0asecond line\\x7f"});
   return v;
 }
 

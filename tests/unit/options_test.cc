@@ -148,6 +148,14 @@ TEST(OptionsApply, ParsesDurations) {
     Options o;
     EXPECT_FALSE(o.apply("WEFT_TIMEOUT", bad).ok()) << bad;
   }
+  // Longer than a year means "practically never": clamped, never wrapped (9300000000 s is
+  // beyond 2^63 ns and once became a 1 ms timeout).
+  for (const char* huge : {"9300000000", "9300000000000s", "1e300h", "8761h"}) {
+    Options o;
+    ASSERT_TRUE(o.apply("WEFT_CONNECT_TIMEOUT", huge).ok()) << huge;
+    EXPECT_EQ(o.connect_timeout, std::chrono::hours(24 * 365)) << huge;
+    EXPECT_TRUE(o.validate().ok()) << huge;
+  }
 }
 
 TEST(OptionsApply, RejectsBadValuesAndUnknownKeysWithSuggestions) {
@@ -209,6 +217,10 @@ TEST(OptionsValidate, AcceptsDefaultsAndRejectsEachBadValue) {
       {[](Options& o) { o.size = 0; }, "size=0"},
       {[](Options& o) { o.rank = -2; }, "rank=-2"},
       {[](Options& o) { o.chunk_bytes = 4095; }, "chunk_bytes=4095"},
+      {[](Options& o) { o.chunk_bytes = size_t{16} << 30; }, "chunk_bytes=16GiB"},
+      {[](Options& o) { o.eager_credit_bytes = size_t{2} << 30; }, "eager_credit_bytes=2GiB"},
+      {[](Options& o) { o.timeout = std::chrono::hours(24 * 366); }, "timeout=31622400000 ms"},
+      {[](Options& o) { o.peer_timeout = milliseconds::max(); }, "peer_timeout="},
       {[](Options& o) { o.sockets_per_peer = 0; }, "sockets_per_peer=0"},
       {[](Options& o) { o.sockets_per_peer = 17; }, "sockets_per_peer=17"},
       {[](Options& o) { o.reactor_threads = 0; }, "reactor_threads=0"},

@@ -1,12 +1,14 @@
 #include "tools/launcher/rank_process.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
 
 namespace weft::launcher {
@@ -42,17 +44,60 @@ std::vector<char*> c_strings(const std::vector<std::string>& strings) {
   return out;
 }
 
-// posix_spawn attribute and file-action objects with their destroy calls.
-struct SpawnAttr {
-  posix_spawnattr_t value;
-  SpawnAttr() { posix_spawnattr_init(&value); }
-  ~SpawnAttr() { posix_spawnattr_destroy(&value); }
-};
-struct SpawnActions {
-  posix_spawn_file_actions_t value;
-  SpawnActions() { posix_spawn_file_actions_init(&value); }
-  ~SpawnActions() { posix_spawn_file_actions_destroy(&value); }
-};
+// The paths to try for argv[0], as execvp would (looked up here, in the launcher, because the
+// child may only make async-signal-safe calls): argv[0] itself when it names a path, else each
+// PATH entry (an empty one is the current directory) joined with it.
+std::vector<std::string> program_candidates(const std::string& name) {
+  if (name.find('/') != std::string::npos) return {name};
+  const char* path = ::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = dirs.find(':', start);
+    std::string dir = dirs.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    out.push_back((dir.empty() ? std::string(".") : dir) + "/" + name);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// In the child between fork and exec: async-signal-safe calls only. Reports a failure as an
+// errno through `report` (close-on-exec: the launcher reads EOF when the exec succeeded).
+[[noreturn]] void exec_child(const SpawnRequest& request, pid_t launcher, int out_fd, int err_fd,
+                             int report, const std::vector<char*>& candidates, char* const* argv,
+                             char* const* envp) {
+  auto fail = [report](int err) {
+    [[maybe_unused]] ssize_t n = ::write(report, &err, sizeof(err));
+    ::_exit(127);
+  };
+  // Ends with the launcher, whatever kills it (SIGKILL included): a rank left behind would
+  // hold its CPU, its ports and its peers until their timeouts. The parent may have died
+  // before the signal was armed: then getppid() no longer names it.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) fail(errno);
+  if (::getppid() != launcher) ::_exit(128 + SIGKILL);
+  // Own process group (pgid = pid): terminal signals reach only the launcher, which forwards
+  // them, and the launcher can signal a rank together with everything it started.
+  if (::setpgid(0, 0) != 0) fail(errno);
+  if (!request.inherit_stdin) {
+    const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) fail(errno);
+  }
+  if (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) fail(errno);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sigismember(&request.default_signals, sig) == 1) ::signal(sig, SIG_DFL);
+  }
+  if (::sigprocmask(SIG_SETMASK, &request.signal_mask, nullptr) != 0) fail(errno);
+  // As execvp: the first candidate that runs; EACCES wins over "not found" when nothing does.
+  int err = ENOENT;
+  for (char* path : candidates) {
+    ::execve(path, argv, envp);
+    if (errno == EACCES) err = EACCES;
+    else if (errno != ENOENT && errno != ENOTDIR) err = errno;
+  }
+  fail(err);
+}
 
 }  // namespace
 
@@ -70,27 +115,37 @@ Result<RankProcess> RankProcess::spawn(const SpawnRequest& request) {
   WEFT_RETURN_IF_ERROR(make_pipe(out_read, out_write));
   WEFT_RETURN_IF_ERROR(make_pipe(err_read, err_write));
 
-  SpawnActions actions;
-  if (!request.inherit_stdin) {
-    posix_spawn_file_actions_addopen(&actions.value, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  }
-  posix_spawn_file_actions_adddup2(&actions.value, out_write.get(), STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions.value, err_write.get(), STDERR_FILENO);
-
-  // Own process group (pgid = pid): terminal signals reach only the launcher, which forwards
-  // them, and the launcher can signal a rank together with everything it started.
-  SpawnAttr attr;
-  posix_spawnattr_setflags(&attr.value,
-                           POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr.value, 0);
-  posix_spawnattr_setsigmask(&attr.value, &request.signal_mask);
-  posix_spawnattr_setsigdefault(&attr.value, &request.default_signals);
-
+  std::vector<std::string> paths = program_candidates(request.argv[0]);
+  std::vector<char*> candidates = c_strings(paths);
+  candidates.pop_back();  // no terminator: the child loops over them
   std::vector<char*> argv = c_strings(request.argv);
   std::vector<char*> envp = c_strings(request.env);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, argv[0], &actions.value, &attr.value, argv.data(), envp.data());
-  if (rc != 0) return errno_status("posix_spawnp(" + request.argv[0] + ")", rc);
+  Fd report_read, report_write;
+  {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return errno_status("pipe2");
+    report_read = Fd(fds[0]);
+    report_write = Fd(fds[1]);
+  }
+  const pid_t launcher = ::getpid();
+  // fork, not posix_spawn: the child must arm its parent-death signal before exec. The launcher
+  // has other threads (the store server), so the child makes only async-signal-safe calls.
+  const pid_t pid = ::fork();
+  if (pid < 0) return errno_status("fork");
+  if (pid == 0) {
+    exec_child(request, launcher, out_write.get(), err_write.get(), report_write.get(),
+               candidates, argv.data(), envp.data());
+  }
+  report_write.reset();
+  int child_errno = 0;
+  ssize_t got;
+  do {
+    got = ::read(report_read.get(), &child_errno, sizeof(child_errno));
+  } while (got < 0 && errno == EINTR);
+  if (got == static_cast<ssize_t>(sizeof(child_errno))) {
+    ::waitpid(pid, nullptr, 0);
+    return errno_status("exec(" + request.argv[0] + ")", child_errno);
+  }
 
   // The child cannot be reaped by anyone else before this, so the pid still names it.
   int pidfd = pidfd_open(pid);

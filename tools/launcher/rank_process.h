@@ -1,5 +1,6 @@
-// RankProcess: one rank of a `weft run` job, a child process started with posix_spawn (safe in
-// a launcher that already runs the store server's thread) in a process group of its own, with
+// RankProcess: one rank of a `weft run` job, a child process started with fork and exec (the
+// child makes only async-signal-safe calls: the launcher already runs the store server's thread)
+// that dies with the launcher (a parent-death signal, SIGKILL), in a process group of its own, with
 // its stdout and stderr connected to non-blocking pipes the launcher reads, and a pidfd that
 // becomes readable when the child exits. Move-only; the launcher's event loop owns every one.
 #pragma once

@@ -208,7 +208,7 @@ Status ShmTransport::check_peer(Peer& p) {
     if (code == 0 || code > static_cast<uint32_t>(kMaxErrorCode)) {
       code = static_cast<uint32_t>(ErrorCode::internal);
     }
-    return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.name, text));
+    return Status(static_cast<ErrorCode>(code), fmt::format("rank {} reports: {}", p.name, log::printable(text)));
   }
   // Departed or gone: what it wrote before is still in the ring; read it first.
   if (p.in_ctl->tail.load(std::memory_order_acquire) != p.in_head) return Status();

@@ -406,7 +406,7 @@ Status TcpTransport::on_payload_done(Peer& p, Connection& c) {
         code = static_cast<uint64_t>(ErrorCode::internal);
       }
       return Status(static_cast<ErrorCode>(code),
-                    fmt::format("rank {} reports: {}", p.rank, c.err_text));
+                    fmt::format("rank {} reports: {}", p.rank, log::printable(c.err_text)));
     }
     default:
       return Status();
