@@ -93,6 +93,7 @@ Result<T> NoiseHandshake::fail(Status status) {
   step_ = Step::failed;
   ck_.clear();
   psk_.clear();
+  e_ = X25519Keypair{};
   k_.reset();
   return status;
 }
@@ -167,9 +168,9 @@ Status NoiseHandshake::make_ephemeral() {
   return Status::success();
 }
 
-Status NoiseHandshake::dh_into_key(const Key& private_key, const PublicKey& public_key) {
+Status NoiseHandshake::dh_into_key(const X25519Keypair& mine, const PublicKey& public_key) {
   Key shared;
-  WEFT_RETURN_IF_ERROR(x25519(private_key, public_key, shared));
+  WEFT_RETURN_IF_ERROR(x25519(mine, public_key, shared));
   return mix_key(shared.span());
 }
 
@@ -187,9 +188,9 @@ Result<std::vector<uint8_t>> NoiseHandshake::write_message1(Bytes payload) {
     st = mix_hash(e_.public_key);
   }
   if (st.ok()) st = mix_key(e_.public_key);
-  if (st.ok()) st = dh_into_key(e_.private_key, rs_);
+  if (st.ok()) st = dh_into_key(e_, rs_);
   if (st.ok()) st = encrypt_and_hash(s_.public_key, out);
-  if (st.ok()) st = dh_into_key(s_.private_key, rs_);
+  if (st.ok()) st = dh_into_key(s_, rs_);
   if (st.ok()) st = encrypt_and_hash(payload, out);
   if (!st.ok()) return fail<std::vector<uint8_t>>(std::move(st));
   step_ = Step::message2;
@@ -208,11 +209,11 @@ Result<std::vector<uint8_t>> NoiseHandshake::read_message1(Bytes message) {
   std::memcpy(re_.data(), message.data(), kKeyBytes);
   Status st = mix_hash(re_);
   if (st.ok()) st = mix_key(re_);
-  if (st.ok()) st = dh_into_key(s_.private_key, re_);
+  if (st.ok()) st = dh_into_key(s_, re_);
   if (st.ok()) st = decrypt_and_hash(message.subspan(kKeyBytes, kKeyBytes + kTagBytes), rs);
   if (st.ok()) {
     std::memcpy(rs_.data(), rs.data(), kKeyBytes);
-    st = dh_into_key(s_.private_key, rs_);
+    st = dh_into_key(s_, rs_);
   }
   if (st.ok()) st = decrypt_and_hash(message.subspan(2 * kKeyBytes + kTagBytes), payload);
   if (!st.ok()) return fail<std::vector<uint8_t>>(std::move(st));
@@ -234,8 +235,8 @@ Result<std::vector<uint8_t>> NoiseHandshake::write_message2(Bytes payload) {
     st = mix_hash(e_.public_key);
   }
   if (st.ok()) st = mix_key(e_.public_key);
-  if (st.ok()) st = dh_into_key(e_.private_key, re_);
-  if (st.ok()) st = dh_into_key(e_.private_key, rs_);
+  if (st.ok()) st = dh_into_key(e_, re_);
+  if (st.ok()) st = dh_into_key(e_, rs_);
   if (st.ok()) st = mix_key_and_hash(psk_.span());
   if (st.ok()) st = encrypt_and_hash(payload, out);
   if (!st.ok()) return fail<std::vector<uint8_t>>(std::move(st));
@@ -255,8 +256,8 @@ Result<std::vector<uint8_t>> NoiseHandshake::read_message2(Bytes message) {
   std::memcpy(re_.data(), message.data(), kKeyBytes);
   Status st = mix_hash(re_);
   if (st.ok()) st = mix_key(re_);
-  if (st.ok()) st = dh_into_key(e_.private_key, re_);
-  if (st.ok()) st = dh_into_key(s_.private_key, re_);
+  if (st.ok()) st = dh_into_key(e_, re_);
+  if (st.ok()) st = dh_into_key(s_, re_);
   if (st.ok()) st = mix_key_and_hash(psk_.span());
   if (st.ok()) st = decrypt_and_hash(message.subspan(kKeyBytes), payload);
   if (!st.ok()) return fail<std::vector<uint8_t>>(std::move(st));
@@ -281,7 +282,7 @@ Result<TransportKeys> NoiseHandshake::split() {
   // Nothing of the handshake is needed any more.
   ck_.clear();
   psk_.clear();
-  e_.private_key.clear();
+  e_ = X25519Keypair{};
   k_.reset();
   return keys;
 }

@@ -110,7 +110,7 @@ class NoiseHandshake {
   Status encrypt_and_hash(Bytes plaintext, std::vector<uint8_t>& out);
   Status decrypt_and_hash(Bytes ciphertext, std::vector<uint8_t>& out);
   Status make_ephemeral();
-  Status dh_into_key(const Key& private_key, const PublicKey& public_key);
+  Status dh_into_key(const X25519Keypair& mine, const PublicKey& public_key);
   Status check_step(Step expected, Role role, const char* what) const;
   template <typename T>
   Result<T> fail(Status status);

@@ -3,7 +3,6 @@
 #include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <climits>
@@ -48,23 +47,28 @@ struct PkeyCtxDeleter {
 using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyDeleter>;
 using PkeyCtxPtr = std::unique_ptr<EVP_PKEY_CTX, PkeyCtxDeleter>;
 
+// HMAC-BLAKE2s(key, a || b) for a 32-byte key (shorter than the 64-byte block, so no key
+// hashing): H((key ^ opad) || H((key ^ ipad) || a || b)). Written out on the prefetched digest
+// because OpenSSL's HMAC() looks the digest and the MAC up by name on every call.
 bool hmac(std::span<const uint8_t, kKeyBytes> key, Bytes a, Bytes b, uint8_t* out) {
-  // One input of at most HASHLEN + 1 bytes in Noise's HKDF; concatenating keeps it one call.
-  uint8_t input[kKeyBytes + 1];
-  const uint8_t* data = a.data();
-  size_t len = a.size();
-  if (!b.empty()) {
-    if (a.size() + b.size() > sizeof(input)) return false;
-    std::memcpy(input, a.data(), a.size());
-    std::memcpy(input + a.size(), b.data(), b.size());
-    data = input;
-    len = a.size() + b.size();
-  }
-  unsigned out_len = 0;
-  const bool ok = HMAC(blake2s_md(), key.data(), static_cast<int>(key.size()), data, len, out,
-                       &out_len) != nullptr &&
-                  out_len == kKeyBytes;
-  wipe(input, sizeof(input));
+  constexpr size_t kBlock = 64;
+  uint8_t pad[kBlock];
+  uint8_t inner[kKeyBytes];
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  unsigned len = 0;
+  for (size_t i = 0; i < kBlock; ++i) pad[i] = static_cast<uint8_t>((i < key.size() ? key[i] : 0) ^ 0x36);
+  bool ok = ctx != nullptr && EVP_DigestInit_ex2(ctx, blake2s_md(), nullptr) == 1 &&
+            EVP_DigestUpdate(ctx, pad, kBlock) == 1 &&
+            EVP_DigestUpdate(ctx, a.data(), a.size()) == 1 &&
+            EVP_DigestUpdate(ctx, b.data(), b.size()) == 1 &&
+            EVP_DigestFinal_ex(ctx, inner, &len) == 1 && len == kKeyBytes;
+  for (size_t i = 0; i < kBlock; ++i) pad[i] ^= 0x36 ^ 0x5c;
+  ok = ok && EVP_DigestInit_ex2(ctx, blake2s_md(), nullptr) == 1 &&
+       EVP_DigestUpdate(ctx, pad, kBlock) == 1 && EVP_DigestUpdate(ctx, inner, kKeyBytes) == 1 &&
+       EVP_DigestFinal_ex(ctx, out, &len) == 1 && len == kKeyBytes;
+  EVP_MD_CTX_free(ctx);
+  wipe(pad, sizeof(pad));
+  wipe(inner, sizeof(inner));
   return ok;
 }
 
@@ -84,13 +88,7 @@ Status blake2s(Bytes a, Bytes b, Digest& out) {
 Status noise_hkdf(std::span<const uint8_t, kKeyBytes> chaining_key, Bytes ikm, Key& out1,
                   Key& out2, Key* out3) {
   Key temp_key;
-  // Noise's HMAC takes any input length for the extract step; only the expand steps are short.
-  unsigned len = 0;
-  if (HMAC(blake2s_md(), chaining_key.data(), static_cast<int>(chaining_key.size()), ikm.data(),
-           ikm.size(), temp_key.data(), &len) == nullptr ||
-      len != kKeyBytes) {
-    return openssl_error("HKDF extract");
-  }
+  if (!hmac(chaining_key, ikm, {}, temp_key.data())) return openssl_error("HKDF extract");
   const uint8_t one = 1, two = 2, three = 3;
   if (!hmac(temp_key.span(), Bytes(&one, 1), {}, out1.data()) ||
       !hmac(temp_key.span(), out1.span(), Bytes(&two, 1), out2.data()) ||
@@ -101,10 +99,11 @@ Status noise_hkdf(std::span<const uint8_t, kKeyBytes> chaining_key, Bytes ikm, K
 }
 
 Result<X25519Keypair> X25519Keypair::from_private(std::span<const uint8_t, kKeyBytes> priv) {
-  PkeyPtr key(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, priv.data(), priv.size()));
   X25519Keypair kp;
+  kp.pkey.reset(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, priv.data(), priv.size()),
+                EVP_PKEY_free);  // EVP_PKEY_free cleanses the private key
   size_t len = kp.public_key.size();
-  if (!key || EVP_PKEY_get_raw_public_key(key.get(), kp.public_key.data(), &len) != 1 ||
+  if (!kp.pkey || EVP_PKEY_get_raw_public_key(kp.pkey.get(), kp.public_key.data(), &len) != 1 ||
       len != kp.public_key.size()) {
     return openssl_error("X25519 key");
   }
@@ -120,14 +119,12 @@ Result<X25519Keypair> X25519Keypair::generate() {
   return from_private(priv.span());
 }
 
-Status x25519(const Key& private_key, std::span<const uint8_t, kKeyBytes> peer_public,
+Status x25519(const X25519Keypair& mine, std::span<const uint8_t, kKeyBytes> peer_public,
               Key& shared) {
-  PkeyPtr mine(EVP_PKEY_new_raw_private_key(EVP_PKEY_X25519, nullptr, private_key.data(),
-                                            private_key.size()));
   PkeyPtr theirs(
       EVP_PKEY_new_raw_public_key(EVP_PKEY_X25519, nullptr, peer_public.data(), peer_public.size()));
-  if (!mine || !theirs) return openssl_error("X25519 key");
-  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, mine.get(), nullptr));
+  if (!mine.pkey || !theirs) return openssl_error("X25519 key");
+  PkeyCtxPtr ctx(EVP_PKEY_CTX_new_from_pkey(nullptr, mine.pkey.get(), nullptr));
   size_t len = shared.size();
   if (!ctx || EVP_PKEY_derive_init(ctx.get()) != 1 ||
       EVP_PKEY_derive_set_peer_ex(ctx.get(), theirs.get(), 0) != 1 ||

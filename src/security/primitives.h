@@ -9,6 +9,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "security/secret.h"
@@ -37,15 +38,18 @@ Status noise_hkdf(std::span<const uint8_t, kKeyBytes> chaining_key, Bytes ikm, K
 struct X25519Keypair {
   Key private_key;
   PublicKey public_key{};
+  // OpenSSL's key object, made once: making it derives the public key (a scalar
+  // multiplication), which each DH would otherwise repeat. Shared by copies.
+  std::shared_ptr<EVP_PKEY> pkey;
 
   // The public key is derived (the scalar is clamped inside X25519, as RFC 7748 says).
   static Result<X25519Keypair> from_private(std::span<const uint8_t, kKeyBytes> private_key);
   static Result<X25519Keypair> generate();  // RAND_bytes
 };
 
-// DH(private, peer_public). Fails (instead of returning zeros) when the peer's key is a point of
-// small order, which an honest peer never sends.
-Status x25519(const Key& private_key, std::span<const uint8_t, kKeyBytes> peer_public,
+// DH(mine.private, peer_public). Fails (instead of returning zeros) when the peer's key is a
+// point of small order, which an honest peer never sends.
+Status x25519(const X25519Keypair& mine, std::span<const uint8_t, kKeyBytes> peer_public,
               Key& shared);
 
 // One AEAD key with its reusable OpenSSL context: setting the nonce per message does not
