@@ -8,8 +8,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   clang  # the thread-safety build (CMake preset thread-safety)
+  libclang-rt-dev  # libFuzzer and clang's sanitizer runtimes (CMake preset fuzz)
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
+  libssl-dev  # security/: OpenSSL 3 (X25519, BLAKE2s, ChaCha20-Poly1305, AES-GCM)
+  golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3 python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev
 )

@@ -19,6 +19,11 @@ PROBES = [
     ("src/base/log.cc", "core/communicator_impl.h", False),  # upward
     ("src/base/log.cc", "runtime/completion.h", False),  # upward, one layer
     ("src/base/log.cc", "base/fd.h", True),
+    ("src/base/log.cc", "security/record.h", False),  # upward
+    ("src/security/noise.cc", "base/fd.h", True),
+    ("src/security/noise.cc", "runtime/completion.h", False),  # security depends on base only
+    ("src/security/noise.cc", "transport/transport.h", False),
+    ("src/transport/tcp/mesh.cc", "security/record.h", False),  # not wired yet: no dependency
     ("src/runtime/reactor.cc", "base/log.h", True),
     ("src/collective/ring.cc", "transport/tcp/transport_impl.h", False),  # an implementation
     ("src/collective/ring.cc", "transport/shm/shm_transport.h", False),
