@@ -65,7 +65,7 @@ Status allreduce_recursive_doubling(Context& ctx, const CollectiveArgs& args) {
   const Fold fold(n);
   if (fold.sits_out(r)) return sit_out(ctx, args);
   const size_t bytes = args.count * args.elem_size();
-  auto* tmp = static_cast<std::byte*>(ctx.scratch(bytes));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(bytes));
   const void* cur = args.send;
   if (fold.folded(r)) {
     WEFT_RETURN_IF_ERROR(fold_in(ctx, args, tmp));
@@ -92,7 +92,7 @@ Status allreduce_halving_doubling(Context& ctx, const CollectiveArgs& args) {
   if (fold.sits_out(r)) return sit_out(ctx, args);
   const size_t es = args.elem_size();
   auto* recv = static_cast<std::byte*>(args.recv);
-  auto* tmp = static_cast<std::byte*>(ctx.scratch(args.count * es));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(args.count * es));
   const std::byte* cur = static_cast<const std::byte*>(args.send);
   if (fold.folded(r)) {
     WEFT_RETURN_IF_ERROR(fold_in(ctx, args, tmp));
@@ -119,7 +119,7 @@ Status allreduce_direct(Context& ctx, const CollectiveArgs& args) {
   // One slot per peer, plus a copy of this rank's input when it is in place and would be
   // overwritten before its turn in the rank-order reduction.
   const bool save_own = args.in_place() && r >= 2;
-  auto* tmp = static_cast<std::byte*>(ctx.scratch((static_cast<size_t>(n) - 1 + save_own) * bytes));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch((static_cast<size_t>(n) - 1 + save_own) * bytes));
   std::vector<const std::byte*> srcs(static_cast<size_t>(n));
   std::vector<Handle> hs;
   hs.reserve(2 * static_cast<size_t>(n));

@@ -25,7 +25,7 @@ Layouts layouts_of(const CollectiveArgs& args, int n) {
 
 // The buffer to send from: the caller's, or a scratch copy of it when in place. Also places this
 // rank's own block.
-const std::byte* prepare(Context& ctx, const CollectiveArgs& args, const Layouts& l) {
+Result<const std::byte*> prepare(Context& ctx, const CollectiveArgs& args, const Layouts& l) {
   const size_t es = args.elem_size();
   const auto* src = static_cast<const std::byte*>(args.send);
   if (args.in_place()) {
@@ -33,7 +33,7 @@ const std::byte* prepare(Context& ctx, const CollectiveArgs& args, const Layouts
     for (size_t j = 0; j < l.send.blocks(); ++j) {
       if (l.send.size[j] > 0) extent = std::max(extent, l.send.offset[j] + l.send.size[j]);
     }
-    auto* copy = static_cast<std::byte*>(ctx.scratch(extent * es));
+    WEFT_ASSIGN_OR_RETURN(std::byte* copy, ctx.scratch(extent * es));
     copy_bytes(copy, src, extent * es);
     src = copy;
   }
@@ -49,7 +49,7 @@ Status alltoall_pairwise(Context& ctx, const CollectiveArgs& args) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = args.elem_size();
   const Layouts l = layouts_of(args, n);
-  const std::byte* src = prepare(ctx, args, l);
+  WEFT_ASSIGN_OR_RETURN(const std::byte* src, prepare(ctx, args, l));
   // Step i: send to r + i, receive from r - i, so every pair meets in exactly one step.
   for (int i = 1; i < n; ++i) {
     const size_t to = static_cast<size_t>(mod(r + i, n));
@@ -66,7 +66,7 @@ Status alltoall_direct(Context& ctx, const CollectiveArgs& args) {
   const int n = ctx.size(), r = ctx.rank();
   const size_t es = args.elem_size();
   const Layouts l = layouts_of(args, n);
-  const std::byte* src = prepare(ctx, args, l);
+  WEFT_ASSIGN_OR_RETURN(const std::byte* src, prepare(ctx, args, l));
   std::vector<Handle> hs;
   for (int i = 1; i < n; ++i) {
     const size_t from = static_cast<size_t>(mod(r - i, n));

@@ -171,11 +171,17 @@ Status Context::sendrecv(int to, const void* sbuf, size_t sbytes, int from, void
   return wait_all(hs);
 }
 
-void* Context::scratch(size_t bytes) {
-  if (bytes == 0) return nullptr;
-  void* p = pool_.acquire(bytes);
+Result<std::byte*> Context::scratch(size_t bytes) {
+  if (bytes == 0) return static_cast<std::byte*>(nullptr);
+  void* p = pool_.try_acquire(bytes);
+  if (p == nullptr) {
+    return remember(Status(ErrorCode::io,
+                           fmt::format("rank {}: {}: out of memory: cannot allocate {} bytes of "
+                                       "scratch memory",
+                                       rank(), fp_.describe(), bytes)));
+  }
   scratch_.emplace_back(p, bytes);
-  return p;
+  return static_cast<std::byte*>(p);
 }
 
 Status Context::timeout_error(const Request& r) const {

@@ -92,8 +92,9 @@ class Context {
   Result<std::span<const uint8_t>> shared_read(int peer);
 
   // Scratch memory from the communicator's pool, reused across operations; valid until this
-  // Context ends. Not zeroed.
-  void* scratch(size_t bytes);
+  // Context ends. Not zeroed; nullptr for 0 bytes. When memory is exhausted: the error (naming
+  // the rank, the operation and the size), remembered like a failed wait's.
+  Result<std::byte*> scratch(size_t bytes);
 
   Clock::time_point deadline() const { return deadline_; }
 

@@ -56,11 +56,15 @@ Status gather_binomial(Context& ctx, const CollectiveArgs& args) {
   if (vr == 0) {
     auto* recv = static_cast<std::byte*>(args.recv);
     copy_bytes(recv + static_cast<size_t>(root) * block, args.send, block);
-    buf = root == 0 ? recv : static_cast<std::byte*>(ctx.scratch(static_cast<size_t>(n) * block));
+    if (root == 0) {
+      buf = recv;
+    } else {
+      WEFT_ASSIGN_OR_RETURN(buf, ctx.scratch(static_cast<size_t>(n) * block));
+    }
   } else if (children.empty()) {
     return ctx.send(mod(vr - lowbit(vr) + root, n), 0, args.send, block);
   } else {
-    buf = static_cast<std::byte*>(ctx.scratch(static_cast<size_t>(subtree(vr, n)) * block));
+    WEFT_ASSIGN_OR_RETURN(buf, ctx.scratch(static_cast<size_t>(subtree(vr, n)) * block));
     copy_bytes(buf, args.send, block);
   }
   std::vector<Handle> recvs;
@@ -104,14 +108,14 @@ Status scatter_binomial(Context& ctx, const CollectiveArgs& args) {
     if (root == 0) {
       src = send;
     } else {
-      auto* rel = static_cast<std::byte*>(ctx.scratch(static_cast<size_t>(n) * block));
+      WEFT_ASSIGN_OR_RETURN(std::byte* rel, ctx.scratch(static_cast<size_t>(n) * block));
       absolute_to_relative(rel, send, root, n, block);
       src = rel;
     }
   } else if (children.empty()) {
     return ctx.recv(mod(vr - lowbit(vr) + root, n), 0, args.recv, block);
   } else {
-    auto* buf = static_cast<std::byte*>(ctx.scratch(static_cast<size_t>(subtree(vr, n)) * block));
+    WEFT_ASSIGN_OR_RETURN(std::byte* buf, ctx.scratch(static_cast<size_t>(subtree(vr, n)) * block));
     WEFT_RETURN_IF_ERROR(ctx.recv(mod(vr - lowbit(vr) + root, n), 0, buf,
                                   static_cast<size_t>(subtree(vr, n)) * block));
     copy_bytes(args.recv, buf, block);

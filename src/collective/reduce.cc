@@ -20,15 +20,18 @@ Status reduce_binomial(Context& ctx, const CollectiveArgs& args) {
   const int limit = vr == 0 ? n : lowbit(vr);
   std::vector<int> children;
   for (int mask = 1; mask < limit && vr + mask < n; mask *= 2) children.push_back(vr + mask);
-  auto* tmp = static_cast<std::byte*>(ctx.scratch(children.size() * bytes));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(children.size() * bytes));
   std::vector<Handle> recvs;
   for (size_t i = 0; i < children.size(); ++i) {
     recvs.push_back(ctx.irecv(mod(children[i] + args.root, n), 0, tmp + i * bytes, bytes));
   }
   // The running result: recv at the root, scratch on inner ranks; leaves send their input.
-  std::byte* acc = vr == 0 ? static_cast<std::byte*>(args.recv)
-                           : (children.empty() ? nullptr
-                                               : static_cast<std::byte*>(ctx.scratch(bytes)));
+  std::byte* acc = nullptr;
+  if (vr == 0) {
+    acc = static_cast<std::byte*>(args.recv);
+  } else if (!children.empty()) {
+    WEFT_ASSIGN_OR_RETURN(acc, ctx.scratch(bytes));
+  }
   const void* cur = args.send;
   for (size_t i = 0; i < children.size(); ++i) {
     WEFT_RETURN_IF_ERROR(ctx.wait(recvs[i]));
@@ -68,8 +71,11 @@ Status reduce_ring(Context& ctx, const CollectiveArgs& args) {
   // Incoming chunks alternate between two buffers; outgoing partial sums rotate through
   // kOutSlots buffers, each reused only once its previous send is complete.
   constexpr size_t kOutSlots = 4;
-  auto* in = static_cast<std::byte*>(ctx.scratch(2 * chunk * es));
-  auto* out = is_root ? nullptr : static_cast<std::byte*>(ctx.scratch(kOutSlots * chunk * es));
+  WEFT_ASSIGN_OR_RETURN(std::byte* in, ctx.scratch(2 * chunk * es));
+  std::byte* out = nullptr;
+  if (!is_root) {
+    WEFT_ASSIGN_OR_RETURN(out, ctx.scratch(kOutSlots * chunk * es));
+  }
   std::vector<Handle> out_pending(kOutSlots, nullptr);
   auto post = [&](size_t c) { return ctx.irecv(prev, 0, in + (c % 2) * chunk * es, len(c) * es); };
   Handle current = post(0);
@@ -107,7 +113,7 @@ Status reduce_direct(Context& ctx, const CollectiveArgs& args) {
     copy_bytes(args.recv, args.send, bytes);
     return Status::success();
   }
-  auto* tmp = static_cast<std::byte*>(ctx.scratch((static_cast<size_t>(n) - 1) * bytes));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch((static_cast<size_t>(n) - 1) * bytes));
   std::vector<Handle> recvs;
   std::vector<const std::byte*> srcs(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) {

@@ -31,7 +31,7 @@ Status reduce_scatter_ring(Context& ctx, const CollectiveArgs& args) {
   if (n == 1) return copy_own(args);
   const size_t total = static_cast<size_t>(n) * args.count * args.elem_size();
   // Partial sums of the blocks passing through this rank; the final block goes straight to recv.
-  auto* work = static_cast<std::byte*>(ctx.scratch(total));
+  WEFT_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch(total));
   return ring_reduce_scatter(ctx, args, static_cast<const std::byte*>(args.send), work,
                              static_cast<std::byte*>(args.recv),
                              BlockLayout::uniform(args.count, n), 0, 0);
@@ -51,8 +51,8 @@ Status reduce_scatter_halving_doubling(Context& ctx, const CollectiveArgs& args)
                           ctx.isend(r + 1, kFoldSlot, args.send, total)};
     return ctx.wait_all(hs);
   }
-  auto* work = static_cast<std::byte*>(ctx.scratch(total));
-  auto* tmp = static_cast<std::byte*>(ctx.scratch(total));
+  WEFT_ASSIGN_OR_RETURN(std::byte* work, ctx.scratch(total));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(total));
   const std::byte* cur = static_cast<const std::byte*>(args.send);
   if (fold.folded(r)) {
     WEFT_RETURN_IF_ERROR(ctx.recv(r - 1, kFoldSlot, tmp, total));
@@ -82,7 +82,7 @@ Status reduce_scatter_direct(Context& ctx, const CollectiveArgs& args) {
   if (n == 1) return copy_own(args);
   const size_t block = args.count * args.elem_size();
   if (block == 0) return Status::success();
-  auto* tmp = static_cast<std::byte*>(ctx.scratch((static_cast<size_t>(n) - 1) * block));
+  WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch((static_cast<size_t>(n) - 1) * block));
   std::vector<Handle> hs;
   for (int i = 1; i < n; ++i) {
     const int from = mod(r - i, n);

@@ -57,7 +57,7 @@ Status ring_reduce_scatter(Context& ctx, const CollectiveArgs& args, const std::
   const std::vector<Unit> units = plan_units(n, blocks, chunk, block_of_step, recv_base);
   if (!units.empty()) {
     // Two receive buffers: chunk k+1 lands in one while chunk k is reduced out of the other.
-    std::byte* tmp = static_cast<std::byte*>(ctx.scratch(2 * chunk * es));
+    WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(2 * chunk * es));
     auto post = [&](size_t k) {
       const Unit& u = units[k];
       return ctx.irecv(left, slot_base + static_cast<uint32_t>(u.step), tmp + (k % 2) * chunk * es,

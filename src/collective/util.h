@@ -13,6 +13,18 @@
 #include "collective/context.h"
 #include "reduce/reduce.h"
 
+// `lhs = value of expr` when the Result `expr` is ok, else returns its status from the enclosing
+// function. `lhs` may declare a variable (`WEFT_ASSIGN_OR_RETURN(std::byte* tmp, ctx.scratch(n))`);
+// it expands to several statements, so give it braces under an if.
+#define WEFT_ASSIGN_OR_RETURN(lhs, expr) \
+  WEFT_ASSIGN_OR_RETURN_IMPL_(WEFT_ASSIGN_OR_RETURN_NAME_(weft_result_, __LINE__), lhs, expr)
+#define WEFT_ASSIGN_OR_RETURN_NAME_INNER_(a, b) a##b
+#define WEFT_ASSIGN_OR_RETURN_NAME_(a, b) WEFT_ASSIGN_OR_RETURN_NAME_INNER_(a, b)
+#define WEFT_ASSIGN_OR_RETURN_IMPL_(result, lhs, expr) \
+  auto result = (expr);                                  \
+  if (!result.ok()) return result.status();              \
+  lhs = result.value()
+
 namespace weft::coll {
 
 inline std::byte* at(void* p, size_t elems, size_t elem_size) {

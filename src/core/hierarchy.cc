@@ -17,9 +17,17 @@ namespace {
 // A pooled scratch buffer returned on scope exit.
 class Scratch {
  public:
-  Scratch(BufferPool& pool, size_t bytes) : pool_(pool), bytes_(bytes), p_(pool.acquire(bytes)) {}
+  Scratch(BufferPool& pool, size_t bytes)
+      : pool_(pool), bytes_(bytes), p_(pool.try_acquire(bytes)) {}
   ~Scratch() { pool_.release(p_, bytes_); }
   Scratch(const Scratch&) = delete;
+  // The error when memory was exhausted (the caller's operation fails with it).
+  Status status(int rank) const {
+    if (p_ != nullptr || bytes_ == 0) return Status::success();
+    return Status(ErrorCode::io, fmt::format("rank {}: hierarchical collective: out of memory: "
+                                             "cannot allocate {} bytes of scratch memory",
+                                             rank, bytes_));
+  }
   Scratch& operator=(const Scratch&) = delete;
   uint8_t* get() const { return static_cast<uint8_t*>(p_); }
 
@@ -210,6 +218,7 @@ Status Hierarchy::allreduce(const CollectiveArgs& a, BufferPool& pool) {
     // Every local rank owns a slice.
     const size_t slice = a.count / L;
     Scratch s(pool, slice * a.elem_size());
+    WEFT_RETURN_IF_ERROR(s.status(rank_));
     WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::reduce_scatter, a, a.send, s.get(), slice)));
     WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allreduce, a, s.get(), s.get(), slice)));
     return on_local(make_args(OpKind::allgather, a, s.get(), a.recv, slice));
@@ -246,6 +255,7 @@ Status Hierarchy::allgather_slices(const CollectiveArgs& a, BufferPool& pool) {
   const size_t li = static_cast<size_t>(layout_.local_index[static_cast<size_t>(rank_)]);
   const size_t block = a.count * a.elem_size();
   Scratch bundles(pool, L * H * block);
+  WEFT_RETURN_IF_ERROR(bundles.status(rank_));
   uint8_t* mine = bundles.get() + li * H * block;
   WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allgather, a, a.send, mine, a.count)));
   // In place: this rank's bundle already sits at its place.
@@ -268,6 +278,7 @@ Status Hierarchy::reduce_scatter_slices(const CollectiveArgs& a, BufferPool& poo
   const size_t L = layout_.hosts.front().size();
   const size_t block = a.count * a.elem_size();
   Scratch grouped(pool, L * H * block);
+  WEFT_RETURN_IF_ERROR(grouped.status(rank_));
   const auto* in = static_cast<const uint8_t*>(a.send);
   for (size_t i = 0; i < L && block > 0; ++i) {
     for (size_t h = 0; h < H; ++h) {
@@ -276,6 +287,7 @@ Status Hierarchy::reduce_scatter_slices(const CollectiveArgs& a, BufferPool& poo
     }
   }
   Scratch group(pool, H * block);
+  WEFT_RETURN_IF_ERROR(group.status(rank_));
   WEFT_RETURN_IF_ERROR(
       on_local(make_args(OpKind::reduce_scatter, a, grouped.get(), group.get(), H * a.count)));
   return on_cross(make_args(OpKind::reduce_scatter, a, group.get(), a.recv, a.count));
@@ -290,6 +302,7 @@ Status Hierarchy::allgather(const CollectiveArgs& a, BufferPool& pool) {
   const size_t block = a.count * es;
   // Whole hosts, host after host: the leaders' allgatherv result.
   Scratch by_host(pool, n * block);
+  WEFT_RETURN_IF_ERROR(by_host.status(rank_));
   std::vector<size_t> host_offset(layout_.hosts.size());
   size_t off = 0;
   for (size_t h = 0; h < layout_.hosts.size(); ++h) {
@@ -324,7 +337,9 @@ Status Hierarchy::reduce_scatter(const CollectiveArgs& a, BufferPool& pool) {
   const auto& members = layout_.hosts[static_cast<size_t>(layout_.host_of[static_cast<size_t>(rank_)])];
   const size_t total = n * a.count;
   Scratch sum(pool, total * es);
+  WEFT_RETURN_IF_ERROR(sum.status(rank_));
   Scratch packed(pool, members.size() * a.count * es);
+  WEFT_RETURN_IF_ERROR(packed.status(rank_));
   WEFT_RETURN_IF_ERROR(on_local(make_args(OpKind::reduce, a, a.send, sum.get(), total, 0)));
   if (leader()) {
     WEFT_RETURN_IF_ERROR(on_cross(make_args(OpKind::allreduce, a, sum.get(), sum.get(), total)));

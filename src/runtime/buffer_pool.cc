@@ -12,10 +12,11 @@ namespace {
 constexpr size_t kMinClassBytes = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
 
+// nullptr when memory is exhausted.
 void* allocate(size_t class_bytes) {
   const size_t align = class_bytes >= kHugePage ? kHugePage : 64;
   void* p = nullptr;
-  if (posix_memalign(&p, align, class_bytes) != 0) std::abort();
+  if (posix_memalign(&p, align, class_bytes) != 0) return nullptr;
   if (class_bytes >= kHugePage) {
     // Best effort: fewer page faults on first touch. Failure only costs speed.
     (void)madvise(p, class_bytes, MADV_HUGEPAGE);
@@ -38,7 +39,15 @@ size_t BufferPool::class_size(size_t bytes) {
 int BufferPool::class_index(size_t bytes) { return std::countr_zero(class_size(bytes)); }
 
 void* BufferPool::acquire(size_t bytes) {
+  void* p = try_acquire(bytes);
+  if (p == nullptr && bytes != 0) std::abort();
+  return p;
+}
+
+void* BufferPool::try_acquire(size_t bytes) {
   if (bytes == 0) return nullptr;
+  // Beyond any size class (and any memory): bit_ceil would overflow.
+  if (bytes > (SIZE_MAX >> 1) + 1) return nullptr;
   const int idx = class_index(bytes);
   {
     MutexLock lock(mu_);

@@ -33,8 +33,12 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // A buffer of at least `bytes` bytes, not zeroed. nullptr for 0 bytes; aborts the process when
-  // memory is exhausted (as operator new would).
+  // memory is exhausted (as operator new would): for buffers bounded by the options (eager
+  // staging within the credit).
   void* acquire(size_t bytes);
+  // The same, but nullptr when memory is exhausted: for buffers sized by the caller's data
+  // (collective scratch), whose failure is the operation's error.
+  void* try_acquire(size_t bytes);
   // Gives back a buffer from acquire(ptr's byte count). nullptr is ignored.
   void release(void* ptr, size_t bytes);
 

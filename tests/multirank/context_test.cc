@@ -149,15 +149,15 @@ TEST(Context, ScratchComesFromThePoolAndGoesBack) {
   void* first;
   {
     Context ctx(*t[0], o, fp, pool);
-    first = ctx.scratch(3 << 20);
+    first = ctx.scratch(3 << 20).value();
     ASSERT_NE(first, nullptr);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % 64, 0u);
-    EXPECT_EQ(ctx.scratch(0), nullptr);
+    EXPECT_EQ(ctx.scratch(0).value(), nullptr);
     std::memset(first, 1, 3 << 20);
   }
   EXPECT_EQ(pool.cached_bytes(), BufferPool::class_size(3 << 20));
   Context ctx(*t[0], o, fp, pool);
-  EXPECT_EQ(ctx.scratch((3 << 20) + 5), first);  // same size class: the same buffer again
+  EXPECT_EQ(ctx.scratch((3 << 20) + 5).value(), first);  // same size class: the same buffer again
 }
 
 TEST(BufferPool, SizeClassesAlignmentAndReuse) {
@@ -213,6 +213,32 @@ TEST(BufferPool, ManyThreads) {
   }
   for (auto& th : ths) th.join();
   EXPECT_EQ(bad.load(), 0);  // no buffer was handed to two threads at once
+}
+
+// Scratch sized by the caller's data may not fit in memory: the operation fails with an error
+// naming the rank, the operation and the size (it used to abort the process), and the pool
+// stays usable.
+TEST(Context, ScratchBeyondMemoryIsTheOperationsError) {
+  auto t = make_local_transports(2);
+  BufferPool pool;
+  Options o;
+  const Fingerprint fp = allreduce_fp(3, 1);
+  Context ctx(*t[1], o, fp, pool);
+  const size_t huge = size_t{1} << 62;  // beyond any address space
+  Result<std::byte*> r = ctx.scratch(huge);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::io);
+  EXPECT_EQ(r.status().message(),
+            "rank 1: allreduce #3 (f32 x 1, sum): out of memory: cannot allocate "
+            "4611686018427387904 bytes of scratch memory");
+  EXPECT_EQ(pool.try_acquire(SIZE_MAX), nullptr);
+  EXPECT_EQ(pool.try_acquire(huge), nullptr);
+  Result<std::byte*> small = ctx.scratch(4096);
+  ASSERT_TRUE(small.ok());
+  EXPECT_NE(small.value(), nullptr);
+  Result<std::byte*> none = ctx.scratch(0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none.value(), nullptr);
 }
 
 }  // namespace
