@@ -63,15 +63,18 @@ std::vector<std::string> program_candidates(const std::string& name) {
   return out;
 }
 
+// The child's end when it cannot exec: the errno to the launcher, exit 127 (as a shell's).
+[[noreturn]] void report_exec_failure(int report, int err) {
+  [[maybe_unused]] ssize_t n = ::write(report, &err, sizeof(err));
+  ::_exit(127);
+}
+
 // In the child between fork and exec: async-signal-safe calls only. Reports a failure as an
 // errno through `report` (close-on-exec: the launcher reads EOF when the exec succeeded).
 [[noreturn]] void exec_child(const SpawnRequest& request, pid_t launcher, int out_fd, int err_fd,
                              int report, const std::vector<char*>& candidates, char* const* argv,
                              char* const* envp) {
-  auto fail = [report](int err) {
-    [[maybe_unused]] ssize_t n = ::write(report, &err, sizeof(err));
-    ::_exit(127);
-  };
+  auto fail = [report](int err) { report_exec_failure(report, err); };
   // Ends with the launcher, whatever kills it (SIGKILL included): a rank left behind would
   // hold its CPU, its ports and its peers until their timeouts. The parent may have died
   // before the signal was armed: then getppid() no longer names it.
@@ -96,7 +99,7 @@ std::vector<std::string> program_candidates(const std::string& name) {
     if (errno == EACCES) err = EACCES;
     else if (errno != ENOENT && errno != ENOTDIR) err = errno;
   }
-  fail(err);
+  report_exec_failure(report, err);
 }
 
 }  // namespace
