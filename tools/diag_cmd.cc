@@ -22,6 +22,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/diag_report.h"
+#include "rendezvous/bootstrap.h"
+#include "rendezvous/tcp_store_keyed.h"
+#include "security/job_key.h"
 #include "tools/commands.h"
 #include "base/socket.h"
 #include "weft/store.h"
@@ -64,9 +67,22 @@ int run_diag(const DiagArgs& args) {
     return fail("--store must be HOST:PORT or [IPV6]:PORT: \"" + addr + "\" " +
                 where.status().message());
   }
-  auto store = connect_tcp_store(where->host, where->port, std::chrono::milliseconds(5000));
+  // The job's key and namespace, as its ranks have them (rendezvous/bootstrap.h).
+  std::shared_ptr<const security::JobKey> key;
+  if (const char* key_file = std::getenv(security::kAuthKeyFileVariable);
+      key_file != nullptr && *key_file != '\0') {
+    Result<security::JobKey> k = security::read_job_key_file(key_file);
+    if (!k.ok()) return fail(k.status().to_string());
+    key = std::make_shared<const security::JobKey>(std::move(k).value());
+  }
+  auto store = connect_tcp_store_with_key(where->host, where->port,
+                                          std::chrono::milliseconds(5000), key);
   if (!store.ok()) return fail("cannot reach the store at " + addr + ": " + store.status().to_string());
-  Store& s = *store.value();
+  const char* job_id = std::getenv("WEFT_JOB_ID");
+  const std::string prefix = job_namespace(job_id != nullptr ? job_id : "", key.get());
+  std::shared_ptr<Store> job_store =
+      prefix.empty() ? store.value() : make_prefix_store(prefix, store.value());
+  Store& s = *job_store;
 
   auto request = s.add("weft-diag/requests", 1);
   if (!request.ok()) return fail(request.status().to_string());

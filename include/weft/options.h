@@ -24,6 +24,12 @@ namespace weft {
 // else TCP.
 enum class TransportKind : uint8_t { automatic = 0, tcp, shm };
 
+// How links and the store are protected with the job key (docs/security.md). automatic: encrypt
+// when a job key is given (WEFT_AUTH_KEY_FILE, or `weft run`'s own key), else off with one warning
+// line. auth: authenticated frames in clear; encrypt: authenticated and encrypted. auth and encrypt
+// without a key are an error. The store authenticates every request whenever a key is given.
+enum class Security : uint8_t { automatic = 0, off, auth, encrypt };
+
 // Algorithms a collective may be forced to use. `automatic` lets the selector choose per call by
 // message size and world size. Not every algorithm implements every collective; forcing one that
 // does not is rejected by Options::validate.
@@ -49,6 +55,7 @@ inline constexpr int kAlgorithmCount = 10;
 WEFT_API const char* to_string(Algorithm a);
 WEFT_API std::optional<Algorithm> parse_algorithm(std::string_view s);
 WEFT_API const char* to_string(TransportKind t);
+WEFT_API const char* to_string(Security s);
 // True when `a` has an implementation for `kind`.
 WEFT_API bool algorithm_supports(Algorithm a, OpKind kind);
 
@@ -74,6 +81,7 @@ struct WEFT_API Options {
   // Networking.
   std::string interface;  // NIC name ("eth0") or IPv4 CIDR ("10.1.0.0/16"); empty = automatic
   std::string host_id;    // overrides the host identity used to tell local from remote peers
+  Security security = Security::automatic;  // see Security; the key comes from the launcher
 
   // Time limits.
   std::chrono::milliseconds timeout{30000};          // per operation

@@ -58,18 +58,56 @@ WEFT_API Result<std::shared_ptr<Store>> make_file_store(const std::string& direc
 // Prepends "<prefix>/" to every key of `inner`.
 WEFT_API std::shared_ptr<Store> make_prefix_store(std::string prefix, std::shared_ptr<Store> inner);
 
+// Authentication and limits of a TcpStoreServer (docs/rendezvous.md). Values of at most 1 MiB
+// are a protocol limit (tcp_store_protocol.h); these bound everything else the server holds.
+struct WEFT_API TcpStoreConfig {
+  // A job key file (what WEFT_AUTH_KEY_FILE names): every request must carry a MAC with a key
+  // derived from it, and a client without the key can neither read nor write. Empty: no
+  // authentication (logged as a warning).
+  std::string auth_key_file;
+  size_t max_data_bytes = size_t{256} << 20;      // keys and values stored
+  size_t max_buffered_bytes = size_t{64} << 20;   // requests and replies held, all connections
+  size_t max_connections = 1024;                  // also kept below RLIMIT_NOFILE
+  // A connection with no request in flight and nothing received for this long is closed.
+  std::chrono::milliseconds idle_timeout{std::chrono::minutes(5)};
+  // A client that does not take its reply (or finish its hello) for this long is dropped.
+  std::chrono::milliseconds stall_timeout{std::chrono::seconds(10)};
+};
+
+// What a TcpStoreServer did, for tests and logs. A snapshot; any thread.
+struct TcpStoreStats {
+  size_t connections = 0;           // open now
+  size_t data_bytes = 0;            // keys and values stored
+  size_t buffered_bytes = 0;        // requests and replies held now
+  size_t peak_buffered_bytes = 0;   // the most ever held at once
+  uint64_t rejected_unauthenticated = 0;  // clients dropped for a missing or bad MAC
+  uint64_t dropped_idle = 0;        // closed by idle_timeout
+  uint64_t dropped_stalled = 0;     // closed by stall_timeout (not reading replies)
+  uint64_t refused_busy = 0;        // replies refused because max_buffered_bytes was reached
+  uint64_t evicted = 0;             // closed to admit a new client at max_connections
+};
+
 // A TCP store server. It runs its own thread; destroying it stops the server and closes every
-// client connection. Bind to port 0 to let the kernel choose; port() tells which it got.
+// client connection. Bind to port 0 to let the kernel choose; port() tells which it got. One
+// thread serves every client with non-blocking sockets: a slow client never stalls the others.
 class WEFT_API TcpStoreServer {
  public:
   virtual ~TcpStoreServer() = default;
   virtual uint16_t port() const = 0;
+  virtual TcpStoreStats stats() const = 0;
   static Result<std::unique_ptr<TcpStoreServer>> start(const std::string& host, uint16_t port);
+  static Result<std::unique_ptr<TcpStoreServer>> start(const std::string& host, uint16_t port,
+                                                       const TcpStoreConfig& config);
 };
 
 // A client of a TcpStoreServer. Connecting retries until `timeout` (the server may start later).
-// `timeout` is also the default for calls that do not take one.
+// `timeout` is also the default for calls that do not take one. `auth_key_file`: the job key
+// file (WEFT_AUTH_KEY_FILE) when the server authenticates; a client with a key refuses a server
+// that does not, and a server with a key refuses a client without it.
 WEFT_API Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
                                                          std::chrono::milliseconds timeout);
+WEFT_API Result<std::shared_ptr<Store>> connect_tcp_store(const std::string& host, uint16_t port,
+                                                         std::chrono::milliseconds timeout,
+                                                         const std::string& auth_key_file);
 
 }  // namespace weft

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -24,6 +25,14 @@ namespace {
 // TimeoutError), carrying the C++ message and the error code name.
 PyObject* g_error = nullptr;
 PyObject* g_timeout = nullptr;
+
+// The job key file for a store: the argument when given (empty: none), else WEFT_AUTH_KEY_FILE
+// (the module is an edge, like the command line: it reads the variable).
+std::string key_file_or_env(const std::optional<std::string>& given) {
+  if (given) return *given;
+  const char* env = std::getenv("WEFT_AUTH_KEY_FILE");
+  return env != nullptr ? env : "";
+}
 
 [[noreturn]] void raise(const Status& st) {
   PyObject* type = st.code() == ErrorCode::timeout ? g_timeout : g_error;
@@ -532,16 +541,24 @@ void bind_store(py::module_& m) {
       "A store in a directory every rank can see.");
   m.def(
       "TCPStore",
-      [](const std::string& host, uint16_t port, double timeout_s) {
+      [](const std::string& host, uint16_t port, double timeout_s,
+         std::optional<std::string> auth_key_file) {
         const std::chrono::milliseconds timeout(static_cast<int64_t>(timeout_s * 1000));
-        return check(without_gil([&] { return connect_tcp_store(host, port, timeout); }));
+        const std::string key_file = key_file_or_env(auth_key_file);
+        return check(
+            without_gil([&] { return connect_tcp_store(host, port, timeout, key_file); }));
       },
-      "host"_a, "port"_a, "timeout"_a = 60.0, "A client of a TCP store server (weft store).");
+      "host"_a, "port"_a, "timeout"_a = 60.0, "auth_key_file"_a = py::none(),
+      "A client of a TCP store server (weft store). auth_key_file: the job key file (default "
+      "$WEFT_AUTH_KEY_FILE; empty: none).");
   py::class_<TcpStoreServer>(m, "TCPStoreServer", "A TCP store server running in this process.")
-      .def(py::init([](const std::string& host, uint16_t port) {
-             return check(TcpStoreServer::start(host, port));
+      .def(py::init([](const std::string& host, uint16_t port,
+                       std::optional<std::string> auth_key_file) {
+             TcpStoreConfig config;
+             config.auth_key_file = key_file_or_env(auth_key_file);
+             return check(TcpStoreServer::start(host, port, config));
            }),
-           "host"_a = "127.0.0.1", "port"_a = 0)
+           "host"_a = "127.0.0.1", "port"_a = 0, "auth_key_file"_a = py::none())
       .def_property_readonly("port", &TcpStoreServer::port);
 }
 

@@ -64,6 +64,16 @@ const char* to_string(TransportKind t) {
   return "?";
 }
 
+const char* to_string(Security s) {
+  switch (s) {
+    case Security::automatic: return "auto";
+    case Security::off: return "off";
+    case Security::auth: return "auth";
+    case Security::encrypt: return "encrypt";
+  }
+  return "?";
+}
+
 bool algorithm_supports(Algorithm a, OpKind k) {
   using K = OpKind;
   auto any_of = [k](std::initializer_list<OpKind> kinds) {
@@ -165,6 +175,9 @@ Status Options::validate() const {
     errors.push_back(fmt::format("shm_ring_bytes={}: must be a multiple of 4KiB from 64KiB to 1GiB",
                                  format_size(shm_ring_bytes)));
   }
+  if (static_cast<int>(security) > static_cast<int>(Security::encrypt)) {
+    errors.push_back("security: unknown value");
+  }
   if (static_cast<int>(transport) > static_cast<int>(TransportKind::shm)) {
     errors.push_back("transport: unknown value");
   }
@@ -190,10 +203,10 @@ std::string Options::describe() const {
                          to_string(algorithm(kind)));
   }
   return fmt::format(
-      "rank={} size={} transport={} algorithms={} chunk_bytes={} sockets_per_peer={} "
+      "rank={} size={} transport={} security={} algorithms={} chunk_bytes={} sockets_per_peer={} "
       "eager_threshold={} eager_credit_bytes={} reactor_threads={} shm_ring_bytes={} "
       "shm_cma_threshold={} interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
-      rank, size, to_string(transport), algos, format_size(chunk_bytes), sockets_per_peer,
+      rank, size, to_string(transport), to_string(security), algos, format_size(chunk_bytes), sockets_per_peer,
       format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads,
       format_size(shm_ring_bytes), format_size(shm_cma_threshold), interface,
       host_id, format_duration(timeout), format_duration(connect_timeout),

@@ -20,7 +20,8 @@ namespace {
 constexpr std::string_view kLauncherVariables[] = {
     "WEFT_CONFIG",          "WEFT_STORE_ADDR",         "WEFT_LOCAL_RANK",
     "WEFT_LOCAL_SIZE",      "WEFT_HOST_STORE",         "WEFT_DEMO_RANKS",
-    "WEFT_SKIP_SANITIZERS", "WEFT_SKIP_THREAD_SAFETY", "WEFT_JOIN"};
+    "WEFT_SKIP_SANITIZERS", "WEFT_SKIP_THREAD_SAFETY", "WEFT_JOIN",
+    "WEFT_AUTH_KEY_FILE",   "WEFT_JOB_ID"};
 constexpr std::string_view kSizeUnits = "(units: K/KiB, M/MiB, G/GiB, powers of 1024)";
 
 Status invalid(std::string message) {
@@ -125,6 +126,21 @@ const Setting kSettings[] = {
          o.transport = TransportKind::shm;
        else
          return invalid("unknown transport (choose one of: auto, tcp, shm)");
+       return Status::success();
+     }},
+    {"WEFT_SECURITY", "security",
+     [](Options& o, std::string_view v) {
+       const std::string s = lower(trim(v));
+       if (s == "auto" || s == "automatic")
+         o.security = Security::automatic;
+       else if (s == "off")
+         o.security = Security::off;
+       else if (s == "auth")
+         o.security = Security::auth;
+       else if (s == "encrypt")
+         o.security = Security::encrypt;
+       else
+         return invalid("unknown security mode (choose one of: auto, off, auth, encrypt)");
        return Status::success();
      }},
     {"WEFT_CHUNK_BYTES", "chunk_bytes",

@@ -31,7 +31,11 @@ Communicator::~Communicator() = default;
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const Options& options,
                                                            std::shared_ptr<Store> store) {
-  auto impl = CommunicatorImpl::create(options, std::move(store), nullptr);
+  // The caller brought its own store and no key: only a mode that needs none is accepted.
+  auto security = resolve_link_security(options.security, nullptr, /*log_rank0=*/false);
+  if (!security.ok()) return security.status();
+  auto impl = CommunicatorImpl::create(options, std::move(store), nullptr, true, 0, nullptr,
+                                       security.value());
   if (!impl.ok()) return impl.status();
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));
 }
@@ -53,17 +57,23 @@ Result<std::unique_ptr<Communicator>> Communicator::from_env(const Options& base
                   "WEFT_JOIN=1: a joining rank cannot host the store; run the store outside the "
                   "ranks (weft run or weft store)");
   }
+  auto key = read_launch_key(launch.value());
+  if (!key.ok()) return key.status();
+  auto security = resolve_link_security(o.security, key.value(), o.rank == 0);
+  if (!security.ok()) return security.status();
   std::unique_ptr<TcpStoreServer> server;
-  auto store = open_launch_store(launch.value(), o.connect_timeout, &server);
+  auto store = open_launch_store(launch.value(), o.connect_timeout, &server, key.value());
   if (!store.ok()) return store.status();
   if (joining) {
-    auto joined = CommunicatorImpl::join(o, std::move(store.value()));
+    auto joined = CommunicatorImpl::join(o, std::move(store.value()), security.value());
     if (!joined.ok()) return joined.status();
     log::info("rank {}: joined a running job of {} ranks", joined.value()->rank(),
               joined.value()->size());
     return adopt(std::move(joined.value()));
   }
-  auto impl = CommunicatorImpl::create(o, std::move(store.value()), std::move(server));
+  auto impl = CommunicatorImpl::create(o, std::move(store.value()), std::move(server),
+                                       /*allow_hierarchy=*/true, /*machine_ranks=*/0,
+                                       /*root_store=*/nullptr, security.value());
   if (!impl.ok()) return impl.status();
   if (o.rank == 0) log::info("launched by {}", launch->rule);
   return std::unique_ptr<Communicator>(new Communicator(std::move(impl.value())));

@@ -37,7 +37,8 @@ Result<uint64_t> agree_token(Store& store, int rank, std::chrono::milliseconds t
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
     const Options& options, std::shared_ptr<Store> store, std::unique_ptr<TcpStoreServer> server,
-    bool allow_hierarchy, int machine_ranks, std::shared_ptr<Store> root_store) {
+    bool allow_hierarchy, int machine_ranks, std::shared_ptr<Store> root_store,
+    LinkSecurity security) {
   WEFT_RETURN_IF_ERROR(options.validate());
   if (options.rank < 0 || options.size <= 0) {
     return Status(ErrorCode::invalid_argument, "Options.rank and Options.size must be set");
@@ -50,6 +51,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   if (!alarm.ok()) return alarm.status();
   c->alarm_ = std::move(alarm).value();
   c->options_ = options;
+  c->link_security_ = std::move(security);
   c->store_ = std::move(store);
   c->server_ = std::move(server);
   c->pool_ = std::make_unique<BufferPool>();
@@ -64,6 +66,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   setup.options = c->options_;
   setup.token = c->token_;
   setup.machine_ranks = machine_ranks;
+  // TODO(issue 21, TCP Noise wiring): hand c->link_security_ (mode + job key) to the transport
+  // here, once TransportSetup has fields for it. Until then links run as security=off.
   auto built = make_transport(setup, c->store_, *c->pool_);
   if (!built.ok()) return built.status();
   c->transport_ = std::move(built->transport);
@@ -73,7 +77,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   const std::optional<HostLayout>& layout = built->layout;
   if (allow_hierarchy && layout && layout->host_count() > 1 && layout->max_local() > 1) {
     if (c->rank() == 0) log::info("hierarchical collectives over {}", layout->describe());
-    auto h = Hierarchy::create(*layout, c->rank(), c->options_, c->store_, c->machine_ranks_);
+    auto h = Hierarchy::create(*layout, c->rank(), c->options_, c->store_, c->machine_ranks_,
+                               c->link_security_);
     if (!h.ok()) return h.status();
     c->hierarchy_ = std::move(h.value());
   }
@@ -131,7 +136,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::split(int color, int
   }
   auto child_store = make_prefix_store(fmt::format("split{}/color{}", split_id, color), store_);
   return create(o, std::move(child_store), nullptr, /*allow_hierarchy=*/true, machine_ranks_,
-                root_store_);
+                root_store_, link_security_);
 }
 
 void CommunicatorImpl::abort(const std::string& reason) {

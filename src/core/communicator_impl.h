@@ -28,6 +28,7 @@
 #include "base/mutex.h"
 #include "collective/context.h"
 #include "core/flight_recorder.h"
+#include "core/link_security.h"
 #include "core/hierarchy.h"
 #include "core/op.h"
 #include "core/work_impl.h"
@@ -56,7 +57,8 @@ class CommunicatorImpl {
                                                           std::unique_ptr<TcpStoreServer> server,
                                                           bool allow_hierarchy = true,
                                                           int machine_ranks = 0,
-                                                          std::shared_ptr<Store> root_store = nullptr);
+                                                          std::shared_ptr<Store> root_store = nullptr,
+                                                          LinkSecurity security = {});
   ~CommunicatorImpl();
 
   int rank() const { return options_.rank; }
@@ -92,7 +94,8 @@ class CommunicatorImpl {
   Result<std::unique_ptr<CommunicatorImpl>> shrink();
   Result<std::unique_ptr<CommunicatorImpl>> grow(int count);
   static Result<std::unique_ptr<CommunicatorImpl>> join(const Options& options,
-                                                        std::shared_ptr<Store> store);
+                                                        std::shared_ptr<Store> store,
+                                                        LinkSecurity security = {});
   Result<int> pending_joins() const;
 
  private:
@@ -143,6 +146,9 @@ class CommunicatorImpl {
   Result<std::string> admit_joiners(int count, uint64_t grow_id);
 
   Options options_;
+  // The job key and mode for the links (core/link_security.h); children inherit it. The TCP
+  // Noise wiring takes it from here into TransportSetup (see create()).
+  LinkSecurity link_security_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<BufferPool> pool_;

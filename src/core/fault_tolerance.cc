@@ -173,7 +173,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::shrink() {
               a->failed.empty() ? "" : fmt::format(" without rank(s) {}", list(a->failed)));
   }
   auto child = create(o, make_prefix_store(fmt::format("shrink{}", epoch), store_), nullptr,
-                      /*allow_hierarchy=*/true, /*machine_ranks=*/0, root_store_);
+                      /*allow_hierarchy=*/true, /*machine_ranks=*/0, root_store_, link_security_);
   if (!child.ok()) {
     return child.status().with_context(fmt::format("rank {}: shrink #{}", rank(), epoch));
   }
@@ -243,13 +243,15 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::grow(int count) {
   }
   Options o = options_;
   o.size = size() + count;
-  auto child = create(o, make_prefix_store(prefix, root_store_), nullptr, true, 0, root_store_);
+  auto child = create(o, make_prefix_store(prefix, root_store_), nullptr, true, 0, root_store_,
+                      link_security_);
   if (!child.ok()) return child.status().with_context(fmt::format("rank {}: grow", rank()));
   return child;
 }
 
 Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::join(const Options& options,
-                                                                 std::shared_ptr<Store> store) {
+                                                                 std::shared_ptr<Store> store,
+                                                                 LinkSecurity security) {
   if (!store) return Status(ErrorCode::invalid_argument, "join: a Store is required");
   auto ticket = store->add("weft-join/tickets", 1);
   if (!ticket.ok()) return ticket.status().with_context("join: taking a ticket");
@@ -272,7 +274,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::join(const Options& 
   if (o.rank < 0 || o.rank >= o.size) {
     return Status(ErrorCode::protocol, "join: plan in the store has rank out of range");
   }
-  auto c = create(o, make_prefix_store(prefix, store), nullptr, true, 0, store);
+  auto c = create(o, make_prefix_store(prefix, store), nullptr, true, 0, store,
+                  std::move(security));
   if (!c.ok()) return c.status().with_context(fmt::format("join as rank {}", o.rank));
   return c;
 }

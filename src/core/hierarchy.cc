@@ -111,7 +111,8 @@ void HierarchyChoice::decide(OpKind kind, size_t bytes, const std::array<double,
 Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, int rank,
                                                      const Options& options,
                                                      std::shared_ptr<Store> store,
-                                                     int machine_ranks) {
+                                                     int machine_ranks,
+                                                     const LinkSecurity& security) {
   std::unique_ptr<Hierarchy> h(new Hierarchy());
   h->layout_ = layout;
   h->rank_ = rank;
@@ -129,7 +130,7 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, i
   local.transport = TransportKind::shm;
   auto lc = CommunicatorImpl::create(
       local, make_prefix_store(fmt::format("hier/local{}", members.front()), store), nullptr,
-      /*allow_hierarchy=*/false, machine_ranks);
+      /*allow_hierarchy=*/false, machine_ranks, nullptr, security);
   if (!lc.ok()) return lc.status().with_context(fmt::format("rank {}: host-local communicator", rank));
   h->local_ = std::move(lc.value());
   h->local_names_ = numbering(members);
@@ -148,7 +149,7 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, i
   h->cross_names_ = numbering(cross_members);
   auto cc = CommunicatorImpl::create(
       cross, make_prefix_store(fmt::format("hier/cross{}", li), store), nullptr,
-      /*allow_hierarchy=*/false, machine_ranks);
+      /*allow_hierarchy=*/false, machine_ranks, nullptr, security);
   if (!cc.ok()) return cc.status().with_context(fmt::format("rank {}: cross-host communicator", rank));
   h->cross_ = std::move(cc.value());
   return h;

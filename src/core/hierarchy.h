@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "collective/context.h"
+#include "core/link_security.h"
 #include "transport/host_layout.h"
 #include "weft/options.h"
 #include "weft/store.h"
@@ -82,7 +83,8 @@ class Hierarchy {
   // Collective over the parent communicator (all ranks call it in the same order).
   static Result<std::unique_ptr<Hierarchy>> create(const HostLayout& layout, int rank,
                                                    const Options& options,
-                                                   std::shared_ptr<Store> store, int machine_ranks);
+                                                   std::shared_ptr<Store> store, int machine_ranks,
+                                                   const LinkSecurity& security);
   ~Hierarchy();
 
   // Whether `args` runs here rather than flat: kinds the hierarchy implements, unless a flat

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "base/socket.h"
+#include "security/primitives.h"
+#include "rendezvous/tcp_store_keyed.h"
 
 extern char** environ;  // NOLINT: POSIX
 
@@ -291,44 +293,85 @@ Result<LaunchInfo> detect_launch(const EnvMap& env_map) {
   }
   if (const std::string* v = env.find("WEFT_HOST_ID")) info.host_id = *v;
   if (const std::string* v = env.find("WEFT_JOIN")) info.join = *v == "1";
+  if (const std::string* v = env.find(security::kAuthKeyFileVariable)) info.auth_key_file = *v;
+  if (const std::string* v = env.find("WEFT_JOB_ID")) {
+    const bool valid = v->size() <= 64 && std::all_of(v->begin(), v->end(), [](unsigned char c) {
+                         return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+                       });
+    if (!valid) {
+      return bad(fmt::format("WEFT_JOB_ID='{}': use at most 64 letters, digits, '-', '_' or '.'",
+                             *v));
+    }
+    info.job_id = *v;
+  }
   info.rule = d.rule;
   if (!overrides.empty())
     info.rule += fmt::format("; overridden by {}", fmt::join(overrides, ", "));
   return info;
 }
 
+std::string job_namespace(const std::string& job_id, const security::JobKey* key) {
+  if (!job_id.empty()) return "job/" + job_id;
+  if (key == nullptr) return "";
+  static constexpr std::string_view kLabel = "weft job namespace";
+  security::Digest digest{};
+  Status s = security::blake2s({reinterpret_cast<const uint8_t*>(kLabel.data()), kLabel.size()},
+                               key->bytes(), digest);
+  if (!s.ok()) return "job/unnamed";  // OpenSSL failed: still apart from keyless jobs
+  std::string hex = "job/";
+  for (size_t i = 0; i < 8; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+Result<std::shared_ptr<const security::JobKey>> read_launch_key(const LaunchInfo& info) {
+  if (info.auth_key_file.empty()) return std::shared_ptr<const security::JobKey>();
+  Result<security::JobKey> key = security::read_job_key_file(info.auth_key_file);
+  if (!key.ok()) {
+    return key.status().with_context(
+        fmt::format("{}={}", security::kAuthKeyFileVariable, info.auth_key_file));
+  }
+  return std::make_shared<const security::JobKey>(std::move(key).value());
+}
+
 Result<std::shared_ptr<Store>> open_launch_store(const LaunchInfo& info,
                                                  std::chrono::milliseconds timeout,
-                                                 std::unique_ptr<TcpStoreServer>* server_out) {
+                                                 std::unique_ptr<TcpStoreServer>* server_out,
+                                                 std::shared_ptr<const security::JobKey> key) {
   const std::string who = info.rank >= 0 ? fmt::format("rank {}", info.rank) : "this process";
   if (info.store_port == 0 || (info.store_host.empty() && !info.host_store)) {
     return bad(fmt::format("{}: no store address ({})", who, info.rule));
   }
+  const std::string prefix = job_namespace(info.job_id, key.get());
+  auto inside = [&](std::shared_ptr<Store> store) {
+    return prefix.empty() ? store : make_prefix_store(prefix, std::move(store));
+  };
   if (!info.host_store) {
     Result<std::shared_ptr<Store>> store =
-        connect_tcp_store(info.store_host, info.store_port, timeout);
+        connect_tcp_store_with_key(info.store_host, info.store_port, timeout, key);
     if (!store.ok()) {
       return store.status().with_context(
           fmt::format("{}: cannot reach the weft store ({})", who, info.rule));
     }
-    return store;
+    return inside(std::move(store.value()));
   }
   if (server_out == nullptr) {
     return bad(fmt::format("{}: must host the weft store but got nowhere to keep the server", who));
   }
   // Listen on every address: store_host names this machine as the other ranks see it.
-  Result<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::start("", info.store_port);
+  Result<std::unique_ptr<TcpStoreServer>> server =
+      start_tcp_store_server("", info.store_port, TcpStoreConfig(), key);
   if (!server.ok()) {
     return server.status().with_context(fmt::format(
         "{}: cannot host the weft store on port {} ({})", who, info.store_port, info.rule));
   }
   *server_out = std::move(server.value());
-  Result<std::shared_ptr<Store>> store = connect_tcp_store("127.0.0.1", info.store_port, timeout);
+  Result<std::shared_ptr<Store>> store =
+      connect_tcp_store_with_key("127.0.0.1", info.store_port, timeout, key);
   if (!store.ok()) {
     return store.status().with_context(
         fmt::format("{}: cannot reach the weft store it hosts ({})", who, info.rule));
   }
-  return store;
+  return inside(std::move(store.value()));
 }
 
 }  // namespace weft

@@ -115,6 +115,11 @@ Status parse_request_payload(std::span<const uint8_t> payload, Request* req) {
         return protocol_error(
             fmt::format("bad magic {:#010x} (not a weft store client)", req->magic));
       }
+      if (req->version >= 2) {
+        for (uint8_t& b : req->nonce) {
+          if (!r.u8(&b)) return protocol_error("truncated ping nonce");
+        }
+      }
       break;
     case Command::set:
       WEFT_RETURN_IF_ERROR(r.sized("key", kMaxKeyBytes, &req->key));
@@ -209,6 +214,9 @@ Bytes encode_request(const Request& req) {
     case Command::ping:
       w.u32(req.magic);
       w.u32(req.version);
+      if (req.version >= 2) {
+        for (uint8_t b : req.nonce) w.u8(b);
+      }
       break;
     case Command::set:
       w.bytes(req.key);
@@ -246,6 +254,10 @@ Bytes encode_reply(Command command, const Reply& reply) {
     switch (command) {
       case Command::ping:
         w.u32(static_cast<uint32_t>(reply.integer));
+        if (reply.integer >= 2) {
+          w.u8(reply.auth ? 1 : 0);
+          for (uint8_t b : reply.nonce) w.u8(b);
+        }
         break;
       case Command::get:
         w.bytes(reply.value);
@@ -323,6 +335,13 @@ Result<Reply> decode_reply(Command command, std::span<const uint8_t> payload) {
       case Command::ping:
         if (!r.u32(&v32)) return protocol_error("truncated ping reply");
         reply.integer = v32;
+        if (v32 >= 2) {
+          if (!r.u8(&v8) || v8 > 1) return protocol_error("bad ping reply flags");
+          reply.auth = v8 == 1;
+          for (uint8_t& b : reply.nonce) {
+            if (!r.u8(&b)) return protocol_error("truncated ping reply nonce");
+          }
+        }
         break;
       case Command::get:
         WEFT_RETURN_IF_ERROR(r.sized("value", kMaxValueBytes, &reply.value));

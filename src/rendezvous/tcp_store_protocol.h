@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -20,9 +21,14 @@
 namespace weft::tcp_store {
 
 inline constexpr uint32_t kMagic = 0x52545357;  // "WSTR" on the wire (the transport uses "WEFT")
-inline constexpr uint32_t kVersion = 1;
+// Version 2: the ping carries nonces and the server says whether it authenticates; after it, an
+// authenticating server takes and sends every frame inside a record (tcp_store_auth.h).
+inline constexpr uint32_t kVersion = 2;
+inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kMaxKeyBytes = 4096;
-inline constexpr size_t kMaxValueBytes = size_t{64} << 20;
+// Store values are addresses and small records: 1 MiB bounds what one frame (and so one
+// connection's input, and one reply) can make the server hold.
+inline constexpr size_t kMaxValueBytes = size_t{1} << 20;
 inline constexpr size_t kMaxKeysPerRequest = 65536;
 inline constexpr size_t kMaxMessageBytes = 4096;  // text of an error reply
 inline constexpr size_t kLengthBytes = 4;         // the frame's length prefix
@@ -48,6 +54,7 @@ struct Request {
   Command command = Command::ping;
   uint32_t magic = kMagic;        // ping
   uint32_t version = kVersion;    // ping
+  std::array<uint8_t, kNonceBytes> nonce{};  // ping, version >= 2: the client's nonce
   std::string key;                // set, get, add, erase
   Bytes value;                    // set
   int64_t delta = 0;              // add
@@ -62,6 +69,8 @@ struct Reply {
   Bytes value;                      // ok reply to get
   std::vector<Bytes> values;        // ok reply to multi_get, in the order of the request's keys
   int64_t integer = 0;              // ok reply to add (new value) and ping (server version)
+  bool auth = false;                // ok reply to ping (version >= 2): requests must be records
+  std::array<uint8_t, kNonceBytes> nonce{};  // ok reply to ping (version >= 2): server's nonce
   bool flag = false;                // ok reply to check
   ErrorCode error = ErrorCode::ok;  // error reply
   std::string message;              // error reply

@@ -20,6 +20,9 @@ std::optional<Reply> TcpStoreTable::handle(ConnId conn, Request req, Clock::time
       return r;
     }
     case Command::set: {
+      if (Status room = make_room(req.key, req.value.size()); !room.ok()) {
+        return Reply::failure(room.code(), room.message());
+      }
       data_.insert_or_assign(req.key, std::move(req.value));
       key_changed(req.key);
       return Reply::ok();
@@ -30,6 +33,9 @@ std::optional<Reply> TcpStoreTable::handle(ConnId conn, Request req, Clock::time
       Result<int64_t> sum =
           add_to_value(req.key, it == data_.end() ? nullptr : &it->second, req.delta, &next);
       if (!sum.ok()) return Reply::failure(sum.status().code(), sum.status().message());
+      if (Status room = make_room(req.key, next.size()); !room.ok()) {
+        return Reply::failure(room.code(), room.message());
+      }
       data_.insert_or_assign(req.key, std::move(next));
       key_changed(req.key);
       Reply r;
@@ -43,6 +49,9 @@ std::optional<Reply> TcpStoreTable::handle(ConnId conn, Request req, Clock::time
       return r;
     }
     case Command::erase:
+      if (auto it = data_.find(req.key); it != data_.end()) {
+        data_bytes_ -= it->first.size() + it->second.size();
+      }
       data_.erase(req.key);
       return Reply::ok();
     case Command::get:
@@ -79,6 +88,20 @@ bool TcpStoreTable::watch_next_missing(ConnId conn, Waiter& w) {
     }
   }
   return false;
+}
+
+Status TcpStoreTable::make_room(const std::string& key, size_t value_bytes) {
+  size_t old = 0;
+  if (auto it = data_.find(key); it != data_.end()) old = key.size() + it->second.size();
+  const size_t next = data_bytes_ - old + key.size() + value_bytes;
+  if (next > max_data_bytes_) {
+    return Status(ErrorCode::invalid_argument,
+                  fmt::format("the store is full: {} bytes of keys and values would exceed its "
+                              "limit of {} (weft store --max-data-bytes)",
+                              next, max_data_bytes_));
+  }
+  data_bytes_ = next;
+  return Status::success();
 }
 
 Reply TcpStoreTable::answer_now(const Waiter& w) const {

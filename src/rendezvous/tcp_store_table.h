@@ -8,6 +8,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -20,6 +21,7 @@
 
 #include "base/clock.h"
 #include "rendezvous/tcp_store_protocol.h"
+#include "weft/status.h"
 
 namespace weft::tcp_store {
 
@@ -27,6 +29,9 @@ class TcpStoreTable {
  public:
   using Clock = weft::Clock;
   using ConnId = uint64_t;
+
+  // max_data_bytes bounds the keys and values held (a set or add beyond it is refused).
+  explicit TcpStoreTable(size_t max_data_bytes = SIZE_MAX) : max_data_bytes_(max_data_bytes) {}
 
   struct Completion {
     ConnId conn;
@@ -47,6 +52,7 @@ class TcpStoreTable {
 
   size_t parked_count() const { return waiters_.size(); }
   size_t key_count() const { return data_.size(); }
+  size_t data_bytes() const { return data_bytes_; }
 
  private:
   struct Waiter {
@@ -61,6 +67,11 @@ class TcpStoreTable {
   void key_changed(const std::string& key);
   void complete(ConnId conn, Reply reply);
   Reply answer_now(const Waiter& w) const;
+  // Accounts for key getting a value of value_bytes, or refuses when that passes the limit.
+  Status make_room(const std::string& key, size_t value_bytes);
+
+  size_t max_data_bytes_;
+  size_t data_bytes_ = 0;  // sum of key and value sizes in data_
 
   std::unordered_map<std::string, Bytes> data_;
   std::unordered_map<ConnId, Waiter> waiters_;

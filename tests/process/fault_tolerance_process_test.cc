@@ -5,6 +5,8 @@
 // program is collective_child.cc; the demo is examples/elastic_train.cc.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -137,7 +139,16 @@ TEST(FaultTolerance, RevokeOnOneRankEndsEveryRanksOperation) {
 // `weft diag` on a running job: rank 2 sleeps instead of entering allreduce #21 (the operation
 // timeout is a minute away); the report names it, and the JSON holds every rank's record.
 TEST(FaultTolerance, DiagNamesTheRankThatHasNotEnteredTheCollective) {
-  ScopedEnv env({{"WEFT_TIMEOUT", "60s"}});
+  // The job's store authenticates: `weft run` and `weft diag` share the key file through
+  // WEFT_AUTH_KEY_FILE (diag finds the job's namespace from the same key).
+  const std::string key_path = ::testing::TempDir() + "weft-diag-test.key";
+  ::unlink(key_path.c_str());
+  {
+    std::ofstream key(key_path);
+    key << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+  }
+  ::chmod(key_path.c_str(), 0600);
+  ScopedEnv env({{"WEFT_TIMEOUT", "60s"}, {"WEFT_AUTH_KEY_FILE", key_path.c_str()}});
   ToolProcess job({"run", "-n", "3", "--grace", "1", "--timeout", "90", WEFT_CHILD_PATH, "2", "40",
                    "absent"});
   const std::string line = job.wait_for_line("rank 0: store ");

@@ -302,7 +302,7 @@ TEST_P(StoreKindTest, EraseRemovesTheKeyAndToleratesMissingKeys) {
 }
 
 TEST_P(StoreKindTest, LargeValuesRoundTrip) {
-  const Bytes big = random_bytes(size_t{5} << 20, 7);
+  const Bytes big = random_bytes(tcp_store::kMaxValueBytes, 7);  // the TCP store's limit
   ASSERT_TRUE(store_->set("big", big).ok());
   Result<Bytes> v = harness_->client()->get("big", kLong);
   ASSERT_TRUE(v.ok()) << v.status().to_string();
@@ -608,7 +608,7 @@ std::vector<tcp_store::Request> sample_requests() {
 bool same(const tcp_store::Request& a, const tcp_store::Request& b) {
   return a.command == b.command && a.magic == b.magic && a.version == b.version && a.key == b.key &&
          a.value == b.value && a.delta == b.delta && a.keys == b.keys &&
-         a.timeout_ms == b.timeout_ms;
+         a.timeout_ms == b.timeout_ms && a.nonce == b.nonce;
 }
 
 TEST(StoreProtocolTest, EveryRequestRoundTripsAndEveryPrefixAsksForMore) {

@@ -19,6 +19,8 @@
 #include "tools/launcher/line_relay.h"
 #include "tools/launcher/rank_process.h"
 #include "tools/launcher/signal_block.h"
+#include "rendezvous/tcp_store_keyed.h"
+#include "security/job_key.h"
 #include "transport/factory.h"
 #include "weft/store.h"
 
@@ -35,6 +37,35 @@ uint64_t tag(Source s, int rank = 0) {
   return (static_cast<uint64_t>(s) << 32) | static_cast<uint32_t>(rank);
 }
 
+// The job key `weft run` makes when the user gave none: a file of mode 0600 in a private (0700)
+// temporary directory, both removed when the job ends.
+class KeyDir {
+ public:
+  KeyDir() = default;
+  KeyDir(const KeyDir&) = delete;
+  KeyDir& operator=(const KeyDir&) = delete;
+  ~KeyDir() {
+    if (!file_.empty()) ::unlink(file_.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+
+  Status create(const security::JobKey& key) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
+                          "/weft-run-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) return errno_status("mkdtemp " + pattern);
+    dir_ = pattern;
+    std::string file = dir_ + "/job.key";
+    WEFT_RETURN_IF_ERROR(security::write_job_key_file(file, key));
+    file_ = std::move(file);
+    return Status::success();
+  }
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string dir_, file_;
+};
+
 struct RankSlot {
   std::optional<RankProcess> process;  // empty until started (or if starting it failed)
   std::unique_ptr<LineRelay> out;
@@ -49,6 +80,7 @@ class JobRunner {
 
  private:
   Status set_up();
+  Status make_job_key();
   Status add_watch(int fd, uint64_t data);
   Status arm(Fd& timer, std::chrono::milliseconds after);
   Status start_ranks(const std::string& store_addr);
@@ -70,6 +102,9 @@ class JobRunner {
   Fd signal_fd_;
   Fd job_timer_;
   Fd grace_timer_;
+  KeyDir key_dir_;  // declared before store_: the store stops first
+  std::shared_ptr<const security::JobKey> job_key_;
+  std::string key_variable_;  // "WEFT_AUTH_KEY_FILE=..." for the ranks; empty: they inherit it
   std::unique_ptr<TcpStoreServer> store_;
   int running_ = 0;
   int respawned_ = 0;
@@ -127,6 +162,24 @@ Status JobRunner::set_up() {
   return Status::success();
 }
 
+// The user's WEFT_AUTH_KEY_FILE when set (the ranks inherit it), else a fresh key in a private
+// temporary file whose name the ranks get.
+Status JobRunner::make_job_key() {
+  const char* given = std::getenv(security::kAuthKeyFileVariable);
+  if (given != nullptr && *given != '\0') {
+    Result<security::JobKey> key = security::read_job_key_file(given);
+    if (!key.ok()) return key.status().with_context(security::kAuthKeyFileVariable);
+    job_key_ = std::make_shared<const security::JobKey>(std::move(key).value());
+    return Status::success();
+  }
+  Result<security::JobKey> key = security::JobKey::generate();
+  if (!key.ok()) return key.status().with_context("making the job key");
+  WEFT_RETURN_IF_ERROR(key_dir_.create(key.value()));
+  job_key_ = std::make_shared<const security::JobKey>(std::move(key).value());
+  key_variable_ = std::string(security::kAuthKeyFileVariable) + "=" + key_dir_.file();
+  return Status::success();
+}
+
 // The inherited environment minus the variables every rank gets its own value of.
 std::vector<std::string> base_environment(const std::vector<std::string>& overridden) {
   std::vector<std::string> env;
@@ -179,6 +232,7 @@ Status JobRunner::start_rank(size_t r, bool joining) {
     own.push_back(std::move(v));
   }
   if (joining) own.push_back("WEFT_JOIN=1");
+  if (!key_variable_.empty()) own.push_back(key_variable_);
   request.env = base_environment(own);
   request.env.insert(request.env.end(), own.begin(), own.end());
   request.inherit_stdin = rank == 0 && !joining;
@@ -219,7 +273,12 @@ int JobRunner::run() {
     print_error(st.to_string());
     return kLauncherErrorExitCode;
   }
-  auto server = TcpStoreServer::start("127.0.0.1", 0);
+  st = make_job_key();
+  if (!st.ok()) {
+    print_error(st.to_string());
+    return kLauncherErrorExitCode;
+  }
+  auto server = start_tcp_store_server("127.0.0.1", 0, TcpStoreConfig(), job_key_);
   if (!server.ok()) {
     print_error("cannot start the rendezvous store: " + server.status().to_string());
     return kLauncherErrorExitCode;
