@@ -20,6 +20,7 @@
 #include "rendezvous/tcp_store_auth.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "security/job_key.h"
+#include "unit/raw_store_client.h"
 #include "weft/communicator.h"
 #include "weft/store.h"
 
@@ -64,36 +65,22 @@ std::unique_ptr<TcpStoreServer> start(const TcpStoreConfig& config) {
   return server.ok() ? std::move(server.value()) : nullptr;
 }
 
-Fd raw_connect(uint16_t port) {
-  Result<Fd> fd = connect_tcp("127.0.0.1", port, Clock::now() + kLong);
-  EXPECT_TRUE(fd.ok()) << fd.status().to_string();
-  return fd.ok() ? std::move(fd.value()) : Fd();
-}
+// A server that authenticates with a fresh key; config.auth_key_file is the file clients need.
+struct KeyedServer {
+  KeyFiles keys;
+  TcpStoreConfig config;
+  std::unique_ptr<TcpStoreServer> server;
 
-Status raw_send(const Fd& fd, const Bytes& b) {
-  return send_all(fd.get(), b.data(), b.size(), Clock::now() + kLong);
-}
-
-Result<tcp_store::Reply> raw_reply(const Fd& fd, Command command) {
-  uint8_t prefix[tcp_store::kLengthBytes];
-  WEFT_RETURN_IF_ERROR(recv_all(fd.get(), prefix, sizeof(prefix), Clock::now() + kLong));
-  Result<size_t> n = tcp_store::decode_length(prefix);
-  if (!n.ok()) return n.status();
-  Bytes payload(n.value());
-  WEFT_RETURN_IF_ERROR(recv_all(fd.get(), payload.data(), payload.size(), Clock::now() + kLong));
-  return tcp_store::decode_reply(command, payload);
-}
-
-// True when the server closes the connection before the deadline (reading and discarding).
-bool server_closes(const Fd& fd) {
-  uint8_t buf[4096];
-  auto deadline = Clock::now() + kLong;
-  for (;;) {
-    Status s = recv_all(fd.get(), buf, 1, deadline);
-    if (s.code() == ErrorCode::peer_lost) return true;
-    if (!s.ok()) return false;
+  KeyedServer() {
+    config.auth_key_file = keys.make("job.key");
+    server = start(config);
   }
-}
+};
+
+using test::raw_connect;
+using test::raw_reply;
+using test::raw_send;
+using test::server_closes;
 
 // Polls (sleeping) until pred holds or kLong passes.
 bool eventually(const std::function<bool()>& pred) {
@@ -146,10 +133,9 @@ Bytes seal(tcp_store::Session& s, const Bytes& frame) {
 // ---- authentication ------------------------------------------------------------------------
 
 TEST(StoreAuthTest, ClientsWithTheKeyUseTheStoreAsBefore) {
-  KeyFiles keys;
-  TcpStoreConfig config;
-  config.auth_key_file = keys.make("job.key");
-  auto server = start(config);
+  KeyedServer keyed;
+  auto& config = keyed.config;
+  auto& server = keyed.server;
   auto a = connect_tcp_store("127.0.0.1", server->port(), kLong, config.auth_key_file);
   auto b = connect_tcp_store("127.0.0.1", server->port(), kLong, config.auth_key_file);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
@@ -167,10 +153,9 @@ TEST(StoreAuthTest, ClientsWithTheKeyUseTheStoreAsBefore) {
 }
 
 TEST(StoreAuthTest, ClientWithoutTheKeyCanNeitherReadNorWrite) {
-  KeyFiles keys;
-  TcpStoreConfig config;
-  config.auth_key_file = keys.make("job.key");
-  auto server = start(config);
+  KeyedServer keyed;
+  auto& config = keyed.config;
+  auto& server = keyed.server;
   auto good = connect_tcp_store("127.0.0.1", server->port(), kLong, config.auth_key_file);
   ASSERT_TRUE(good.ok());
   ASSERT_TRUE(good.value()->set("secret", "s3").ok());
@@ -228,10 +213,9 @@ TEST(StoreAuthTest, ClientWithAKeyRefusesAStoreWithout) {
 }
 
 TEST(StoreAuthTest, RecordedRequestsCannotBeReplayed) {
-  KeyFiles keys;
-  TcpStoreConfig config;
-  config.auth_key_file = keys.make("job.key");
-  auto server = start(config);
+  KeyedServer keyed;
+  auto& config = keyed.config;
+  auto& server = keyed.server;
   const security::JobKey key = key_of(config.auth_key_file);
 
   RawClient first(server->port());
@@ -390,10 +374,9 @@ std::vector<int32_t> expected(int size, int32_t marker) {
 }
 
 TEST(StoreNamespaceTest, TwoConcurrentJobsOnOneStoreEachSeeOnlyTheirOwnRanks) {
-  KeyFiles keys;
-  TcpStoreConfig config;
-  config.auth_key_file = keys.make("shared.key");
-  auto server = start(config);
+  KeyedServer keyed;  // one store and one key file shared by two jobs
+  auto& config = keyed.config;
+  auto& server = keyed.server;
   auto key = std::make_shared<const security::JobKey>(key_of(config.auth_key_file));
   std::vector<std::vector<int32_t>> a, b;
   std::thread job_a([&] { a = run_job(server->port(), "alpha", 3, 1, key); });

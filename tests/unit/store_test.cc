@@ -19,6 +19,7 @@
 #include "base/socket.h"
 #include "rendezvous/tcp_store_protocol.h"
 #include "rendezvous/tcp_store_table.h"
+#include "unit/raw_store_client.h"
 
 namespace weft {
 namespace {
@@ -366,38 +367,11 @@ TEST(StoreFileTest, RejectsAnUnusableDirectory) {
 
 // ---- TCP store: many clients, absent servers, hostile peers --------------------------------
 
-// A raw connection to a server, to speak (or mangle) the protocol by hand.
-Fd raw_connect(uint16_t port) {
-  Result<Fd> fd = connect_tcp("127.0.0.1", port, Clock::now() + kLong);
-  EXPECT_TRUE(fd.ok()) << fd.status().to_string();
-  return fd.ok() ? std::move(fd.value()) : Fd();
-}
-
-// True when the server closes the connection (recv sees EOF or a reset) before the deadline.
-bool server_closes(const Fd& fd) {
-  uint8_t buf[256];
-  auto deadline = Clock::now() + kLong;
-  for (;;) {
-    Status s = recv_all(fd.get(), buf, 1, deadline);
-    if (s.code() == ErrorCode::peer_lost) return true;
-    if (!s.ok()) return false;  // timeout or other error
-  }
-}
-
-// Reads one reply frame to `command` from a raw connection.
-Result<tcp_store::Reply> raw_reply(const Fd& fd, tcp_store::Command command) {
-  uint8_t prefix[tcp_store::kLengthBytes];
-  WEFT_RETURN_IF_ERROR(recv_all(fd.get(), prefix, sizeof(prefix), Clock::now() + kLong));
-  Result<size_t> n = tcp_store::decode_length(prefix);
-  if (!n.ok()) return n.status();
-  Bytes payload(n.value());
-  WEFT_RETURN_IF_ERROR(recv_all(fd.get(), payload.data(), payload.size(), Clock::now() + kLong));
-  return tcp_store::decode_reply(command, payload);
-}
-
-Status raw_send(const Fd& fd, const Bytes& b) {
-  return send_all(fd.get(), b.data(), b.size(), Clock::now() + kLong);
-}
+// Raw connections that speak (or mangle) the protocol by hand: raw_store_client.h.
+using test::raw_connect;
+using test::raw_reply;
+using test::raw_send;
+using test::server_closes;
 
 // A port that nothing listens on right now (bound by a server that is gone again).
 uint16_t free_port() {
