@@ -183,7 +183,7 @@ Status Context::timeout_error(const Request& r) const {
 }
 
 Status Context::timeout_error(std::string_view waiting) const {
-  return Status(ErrorCode::timeout, fmt::format("rank {}: {} timed out after {} {}", rank(),
+  return Status(ErrorCode::timeout, fmt::format("rank {}: {} Timed out after {} {}", rank(),
                                                 fp_.describe(), format_duration(options_.timeout),
                                                 waiting));
 }

@@ -32,6 +32,7 @@
 namespace weft {
 
 class BufferPool;
+struct SparseRows;  // weft/communicator.h
 
 // The arguments of one collective call, as validated by the communicator.
 struct CollectiveArgs {
@@ -45,6 +46,12 @@ struct CollectiveArgs {
   // allgatherv: recv_counts/recv_displs; send_count is `count`.
   // alltoallv: all four.
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  // sparse_allreduce: `count` rows of row_width elements at `send`, row i being table row
+  // indices[i] (< num_rows); the result goes to *sparse_out.
+  const int64_t* indices = nullptr;
+  size_t num_rows = 0;
+  size_t row_width = 0;
+  SparseRows* sparse_out = nullptr;
 
   size_t elem_size() const { return dtype_size(dtype); }
   bool in_place() const { return send == recv; }
@@ -102,7 +109,7 @@ class Context {
   void release(Request* r);
   Status finish(Request* r);  // takes a done request's status and releases it
   Status timeout_error(const Request& r) const;
-  Status timeout_error(std::string_view waiting) const;  // "...timed out after 30 s <waiting>"
+  Status timeout_error(std::string_view waiting) const;  // "...Timed out after 30 s <waiting>"
   Status remember(Status st);  // shared_*: keeps the first error, completes a timeout's text
 
   Transport& transport_;

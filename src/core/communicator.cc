@@ -210,6 +210,32 @@ Status Communicator::barrier() {
   return run(*impl_, args(OpKind::barrier, nullptr, nullptr, 0, DataType::uint8));
 }
 
+namespace {
+
+CollectiveArgs sparse_args(const int64_t* indices, const void* values, size_t nnz,
+                           size_t num_rows, size_t row_width, DataType dtype, ReduceOp op,
+                           SparseRows* out) {
+  auto a = args(OpKind::sparse_allreduce, values, nullptr, nnz, dtype, op);
+  a.indices = indices;
+  a.num_rows = num_rows;
+  a.row_width = row_width;
+  a.sparse_out = out;
+  return a;
+}
+
+}  // namespace
+
+WorkPtr Communicator::sparse_allreduce_async(const int64_t* indices, const void* values,
+                                             size_t nnz, size_t num_rows, size_t row_width,
+                                             DataType dtype, ReduceOp op, SparseRows* out) {
+  return start(*impl_, sparse_args(indices, values, nnz, num_rows, row_width, dtype, op, out));
+}
+Status Communicator::sparse_allreduce(const int64_t* indices, const void* values, size_t nnz,
+                                      size_t num_rows, size_t row_width, DataType dtype,
+                                      ReduceOp op, SparseRows* out) {
+  return run(*impl_, sparse_args(indices, values, nnz, num_rows, row_width, dtype, op, out));
+}
+
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {
   auto child = impl_->split(color, key);
   if (!child.ok()) return child.status();

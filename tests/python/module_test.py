@@ -207,7 +207,7 @@ if rank == 0:
                 c.recv(bytearray(4), 1, tag=9)  # rank 1 never sends
                 errors.append("no timeout")
             except weft.TimeoutError as e:
-                if "timed out" not in str(e) or not isinstance(e, TimeoutError):
+                if " Timed out " not in str(e) or not isinstance(e, TimeoutError):
                     errors.append(str(e))
             done.set()
         else:
