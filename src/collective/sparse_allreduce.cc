@@ -93,12 +93,6 @@ Status error(const Context& ctx, ErrorCode code, const std::string& what) {
                                   what));
 }
 
-// The crossover between the two algorithms (docs/algorithms.md, "Sparse allreduce", has the
-// measurement): dense once the ranks' distinct rows together reach this share of the table.
-bool prefer_dense(uint64_t total_rows, size_t num_rows) {
-  return total_rows >= num_rows / 2 + 1;
-}
-
 CollectiveArgs nested(OpKind kind, void* buf, size_t count, DataType dtype, ReduceOp op) {
   CollectiveArgs n;
   n.kind = kind;
@@ -318,12 +312,22 @@ Status sparse_allreduce(Context& ctx, const CollectiveArgs& a) {
     }
     total = meta[r].rows > UINT64_MAX - total ? UINT64_MAX : total + meta[r].rows;
   }
-  Algorithm algo = ctx.options().algorithm(OpKind::sparse_allreduce);
-  if (algo != Algorithm::gather_merge && algo != Algorithm::dense) {
-    algo = prefer_dense(total, a.num_rows) ? Algorithm::dense : Algorithm::gather_merge;
+  if (sparse_algorithm(total, a.num_rows, ctx.options()) == Algorithm::dense) {
+    return dense(ctx, a, row_bytes);
   }
-  if (algo == Algorithm::dense) return dense(ctx, a, row_bytes);
   return gather_merge(ctx, a, local, meta, row_bytes);
 }
 
 }  // namespace weft::coll
+
+namespace weft {
+
+// The crossover (docs/algorithms.md, "Sparse allreduce", has the measurement): dense once the
+// ranks' distinct rows together reach this share of the table.
+Algorithm sparse_algorithm(uint64_t total_rows, size_t num_rows, const Options& options) {
+  const Algorithm forced = options.algorithm(OpKind::sparse_allreduce);
+  if (forced == Algorithm::gather_merge || forced == Algorithm::dense) return forced;
+  return total_rows >= num_rows / 2 + 1 ? Algorithm::dense : Algorithm::gather_merge;
+}
+
+}  // namespace weft
