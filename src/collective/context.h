@@ -104,6 +104,11 @@ class Context {
 
   Clock::time_point deadline() const { return deadline_; }
 
+  // Added to every slot posted from now on. A collective that runs others as its steps
+  // (sparse_allreduce) gives each step its own range, so that a step's messages can never be
+  // taken for another's, whatever slots the step's algorithm numbers from 0.
+  void set_slot_offset(uint32_t offset) { slot_offset_ = offset; }
+
  private:
   Request* acquire();
   void release(Request* r);
@@ -124,6 +129,7 @@ class Context {
   std::optional<std::deque<Request>> requests_;
   std::vector<Request*> free_;
   size_t outstanding_ = 0;  // posted, not yet waited for
+  uint32_t slot_offset_ = 0;
   Status error_;            // the first error a wait returned; fails the transport at the end
   std::vector<std::pair<void*, size_t>> scratch_;  // returned to pool_ at the end
 };

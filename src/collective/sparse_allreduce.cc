@@ -32,6 +32,11 @@ namespace {
 
 constexpr size_t kIndexBytes = sizeof(int64_t);
 
+// Each step's slots (Context::set_slot_offset): steps number theirs from 0, by step of their
+// algorithm, which stays far below 2^17 for any world size weft runs.
+constexpr uint32_t kStepSlots = 1u << 17;
+constexpr uint32_t kCountsStep = 0, kRowsStep = 1, kBitmapStep = 2, kTableStep = 3;
+
 // What the ranks tell each other first.
 struct Meta {
   uint64_t rows;      // distinct rows this rank holds
@@ -202,6 +207,7 @@ Status gather_merge(Context& ctx, const CollectiveArgs& a, Local& l, const std::
   g.send = own;
   g.recv_counts = counts;
   g.recv_displs = displs;
+  ctx.set_slot_offset(kRowsStep * kStepSlots);
   WEFT_RETURN_IF_ERROR(run_nested(ctx, g));
 
   std::vector<Block> blocks(un);
@@ -256,9 +262,11 @@ Status dense(Context& ctx, const CollectiveArgs& a, size_t row_bytes) {
       reduce_into(table + row * row_bytes, values + i * row_bytes, a.row_width, a.dtype, a.op);
     }
   }
+  ctx.set_slot_offset(kBitmapStep * kStepSlots);
   WEFT_RETURN_IF_ERROR(
       run_nested(ctx, nested(OpKind::allreduce, bits, words, DataType::int64, ReduceOp::bor)));
   if (row_bytes > 0) {
+    ctx.set_slot_offset(kTableStep * kStepSlots);
     WEFT_RETURN_IF_ERROR(run_nested(
         ctx, nested(OpKind::allreduce, table, a.num_rows * a.row_width, a.dtype, a.op)));
   }
@@ -296,6 +304,7 @@ Status sparse_allreduce(Context& ctx, const CollectiveArgs& a) {
   static_assert(sizeof(Meta) == 2 * sizeof(int64_t));
   CollectiveArgs g = nested(OpKind::allgather, meta.data(), 2, DataType::int64, ReduceOp::sum);
   g.send = &meta[static_cast<size_t>(ctx.rank())];
+  ctx.set_slot_offset(kCountsStep * kStepSlots);
   WEFT_RETURN_IF_ERROR(run_nested(ctx, g));
 
   uint64_t total = 0;
