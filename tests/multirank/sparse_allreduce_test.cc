@@ -271,9 +271,10 @@ TEST(SparseAllreduce, RoundedSumsAreIdenticalOnEveryRank) {
 TEST(SparseAllreduce, DensityChoosesTheAlgorithm) {
   Options o;
   EXPECT_EQ(sparse_algorithm(0, 1000, o), Algorithm::gather_merge);
-  EXPECT_EQ(sparse_algorithm(500, 1000, o), Algorithm::gather_merge);
-  EXPECT_EQ(sparse_algorithm(501, 1000, o), Algorithm::dense);
+  EXPECT_EQ(sparse_algorithm(1499, 1000, o), Algorithm::gather_merge);
+  EXPECT_EQ(sparse_algorithm(1500, 1000, o), Algorithm::dense);
   EXPECT_EQ(sparse_algorithm(4000, 1000, o), Algorithm::dense);
+  EXPECT_EQ(sparse_algorithm(UINT64_MAX, size_t{1} << 62, o), Algorithm::dense);
   EXPECT_EQ(sparse_algorithm(0, 0, o), Algorithm::gather_merge);
   o.set_algorithm(OpKind::sparse_allreduce, Algorithm::dense);
   EXPECT_EQ(sparse_algorithm(1, 1000, o), Algorithm::dense);
