@@ -55,6 +55,20 @@ struct CollectiveArgs {
 
   size_t elem_size() const { return dtype_size(dtype); }
   bool in_place() const { return send == recv; }
+
+  // The fields every collective has; the rest stay empty.
+  static CollectiveArgs of(OpKind kind, const void* send, void* recv, size_t count, DataType dtype,
+                           ReduceOp op = ReduceOp::sum, int root = 0) {
+    CollectiveArgs a;
+    a.kind = kind;
+    a.send = send;
+    a.recv = recv;
+    a.count = count;
+    a.dtype = dtype;
+    a.op = op;
+    a.root = root;
+    return a;
+  }
 };
 
 // A posted message; returned by Context::isend/irecv, passed to wait().

@@ -124,15 +124,9 @@ Status error(const Context& ctx, ErrorCode code, const std::string& what) {
                                   what));
 }
 
+// An in-place step.
 CollectiveArgs nested(OpKind kind, void* buf, size_t count, DataType dtype, ReduceOp op) {
-  CollectiveArgs n;
-  n.kind = kind;
-  n.send = buf;
-  n.recv = buf;
-  n.count = count;
-  n.dtype = dtype;
-  n.op = op;
-  return n;
+  return CollectiveArgs::of(kind, buf, buf, count, dtype, op);
 }
 
 // ---- gather_merge -------------------------------------------------------------------------------

@@ -13,15 +13,7 @@ std::vector<size_t> copy(std::span<const size_t> s) { return {s.begin(), s.end()
 
 CollectiveArgs args(OpKind kind, const void* send, void* recv, size_t count, DataType dtype,
                     ReduceOp op = ReduceOp::sum, int root = 0) {
-  CollectiveArgs a;
-  a.kind = kind;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
-  a.root = root;
-  return a;
+  return CollectiveArgs::of(kind, send, recv, count, dtype, op, root);
 }
 
 }  // namespace
