@@ -59,11 +59,34 @@ bool strictly_ascending(const int64_t* idx, size_t n) {
   return true;
 }
 
+// A stable LSD radix sort by index (validated to be below num_rows) of pairs that are in position
+// order, so the result is in (index, position) order: 11 bits a pass, two passes for a million
+// rows. std::sort of the pairs took 3-5 times as long for 10^4-10^5 rows.
+void radix_sort(std::vector<std::pair<int64_t, size_t>>& v, size_t num_rows) {
+  constexpr int kBits = 11;
+  constexpr uint64_t kMask = (uint64_t{1} << kBits) - 1;
+  const int bits = std::bit_width(num_rows > 0 ? num_rows - 1 : 0);
+  std::vector<std::pair<int64_t, size_t>> tmp(v.size());
+  std::vector<size_t> start(size_t{1} << kBits);
+  for (int shift = 0; shift < bits; shift += kBits) {
+    std::fill(start.begin(), start.end(), 0);
+    for (const auto& e : v) ++start[(static_cast<uint64_t>(e.first) >> shift) & kMask];
+    size_t sum = 0;
+    for (size_t& c : start) sum += std::exchange(c, sum);
+    for (const auto& e : v) tmp[start[(static_cast<uint64_t>(e.first) >> shift) & kMask]++] = e;
+    v.swap(tmp);
+  }
+}
+
 void sort_rows(const CollectiveArgs& a, Local& l) {
   if (l.ascending || !l.order.empty() || a.count == 0) return;
   l.order.resize(a.count);
   for (size_t i = 0; i < a.count; ++i) l.order[i] = {a.indices[i], i};
-  std::sort(l.order.begin(), l.order.end());
+  if (a.count < 256) {
+    std::sort(l.order.begin(), l.order.end());
+  } else {
+    radix_sort(l.order, a.num_rows);
+  }
 }
 
 Local count_rows(const CollectiveArgs& a) {
