@@ -8,7 +8,7 @@ Run under a launcher that sets the env:// variables (bench/sparse_compare.sh doe
 Each rank holds `density` of the table's rows (distinct rows, random and unsorted, different on
 every rank, as an nn.Embedding(sparse=True) gradient after its lookups), float32. Every
 measurement alternates the contenders round by round; a cell is the median over rounds of the
-slowest rank's mean time per call. Columns:
+slowest rank's median time per call (each call started by all ranks together). Columns:
   weft: dist.all_reduce of the sparse tensor on backend weft (automatic algorithm);
   gloo: the same on backend gloo;
   dense: dist.all_reduce (weft) of the dense table (rows x width float32);
@@ -47,18 +47,20 @@ def gradient(rank, rows, width, density):
 
 
 def timed(call, make_input, iters, group):
-    """The slowest rank's mean seconds per call; inputs are made outside the timing."""
-    dist.barrier(group=group)
+    """The slowest rank's median seconds per call; inputs are made outside the timing, and the
+    ranks start each call together. The median, not the mean: on a shared machine one call
+    descheduled for a second would otherwise decide a round."""
     call(make_input())  # warm-up
-    total = 0.0
+    times = []
     for _ in range(iters):
         x = make_input()
+        dist.barrier(group=group)
         t0 = time.perf_counter()
         call(x)
-        total += time.perf_counter() - t0
-    mean = torch.tensor([total / iters], dtype=torch.float64)
-    dist.all_reduce(mean, op=dist.ReduceOp.MAX, group=group)
-    return mean.item()
+        times.append(time.perf_counter() - t0)
+    median = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(median, op=dist.ReduceOp.MAX, group=group)
+    return median.item()
 
 
 def weft_group(algo):
@@ -76,7 +78,7 @@ def main():
     p.add_argument("--density", default="0.01,0.1")
     p.add_argument("--crossover", default="",
                    help="per-rank densities for the gather_merge vs dense sweep (empty: none)")
-    p.add_argument("--iters", type=int, default=5)
+    p.add_argument("--iters", type=int, default=7)
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
 
@@ -115,7 +117,7 @@ def main():
     if rank == 0:
         load = os.getloadavg()[0]
         print(f"sparse all_reduce (sum) of a {rows} x {width} float32 table, {n} ranks, "
-              f"median of {args.rounds} rounds x {args.iters} calls; ms per call; "
+              f"median of {args.rounds} rounds of the median of {args.iters} calls; ms per call; "
               f"{os.cpu_count()} CPUs, load {load:.2f}")
         print(f"{'rows/rank':>10} {'weft ms':>9} {'gloo ms':>9} {'dense ms':>9} "
               f"{'gloo/weft':>10} {'dense/weft':>11}")
