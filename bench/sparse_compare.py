@@ -132,7 +132,8 @@ def main():
             for d, r in cross:
                 share = max(1, int(rows * d)) * n / rows
                 faster = min(r, key=r.get)
-                auto = "dense" if share >= 1.5 else "gather_merge"  # sparse_algorithm's rule
+                dense = n >= 3 and share >= 1.5  # sparse_algorithm's rule
+                auto = "dense" if dense else "gather_merge"
                 print(f"{d:>10.2%} {share:>10.2f} {r['gather_merge'] * 1e3:>9.1f} "
                       f"{r['dense'] * 1e3:>9.1f} {faster:>13} {auto:>11}")
     dist.barrier()

@@ -36,8 +36,10 @@ Algorithm selected_algorithm(OpKind kind, size_t bytes, int world_size, const Op
 
 // sparse_allreduce's algorithm once the ranks have told each other how many distinct rows they
 // hold (`total_rows` together, of a table of `num_rows`): the forced one (gather_merge or dense),
-// else by density, from the crossover measured in docs/algorithms.md ("Sparse allreduce").
-Algorithm sparse_algorithm(uint64_t total_rows, size_t num_rows, const Options& options);
+// else by density and world size, from the crossover measured in docs/algorithms.md ("Sparse
+// allreduce").
+Algorithm sparse_algorithm(uint64_t total_rows, size_t num_rows, int world_size,
+                           const Options& options);
 
 // True when collective/ has an implementation of `algorithm` for `kind` (automatic: always).
 // Options' algorithm_supports should agree with this table.

@@ -1,8 +1,8 @@
 // sparse_allreduce: the sum of the rows every rank holds of a num_rows x row_width table.
 //
 // 1. Each rank counts its distinct rows and the ranks allgather (distinct rows, num_rows).
-// 2. The algorithm is the forced one (Options::algorithm), else dense when the ranks' distinct
-//    rows together reach 1.5 tables (sparse_algorithm: the crossover measured in
+// 2. The algorithm is the forced one (Options::algorithm), else dense when 3 ranks or more hold
+//    1.5 tables' worth of distinct rows together (sparse_algorithm: the crossover measured in
 //    docs/algorithms.md, "Sparse allreduce"). Every rank decides from the same numbers.
 // 3. gather_merge: each rank writes its rows, coalesced (ascending indices, a repeated row summed
 //    in input order), into its block of an allgatherv of bytes; every rank then merges the
@@ -360,7 +360,7 @@ Status sparse_allreduce(Context& ctx, const CollectiveArgs& a) {
     }
     total = meta[r].rows > UINT64_MAX - total ? UINT64_MAX : total + meta[r].rows;
   }
-  if (sparse_algorithm(total, a.num_rows, ctx.options()) == Algorithm::dense) {
+  if (sparse_algorithm(total, a.num_rows, ctx.size(), ctx.options()) == Algorithm::dense) {
     return dense(ctx, a, row_bytes);
   }
   return gather_merge(ctx, a, local, meta, row_bytes);
@@ -370,14 +370,17 @@ Status sparse_allreduce(Context& ctx, const CollectiveArgs& a) {
 
 namespace weft {
 
-// The crossover (docs/algorithms.md, "Sparse allreduce", has the measurement and the command):
-// with a 1M x 64 float32 table dense overtook gather_merge at 1.2-1.6 tables' worth of rows on 4
-// ranks and at about 2 on 2 ranks (the most 2 ranks can hold), so dense from 1.5 tables on.
-Algorithm sparse_algorithm(uint64_t total_rows, size_t num_rows, const Options& options) {
+// The crossover (docs/algorithms.md, "Sparse allreduce", has the measurements and the command):
+// with a 1M x 64 float32 table dense overtook gather_merge between 1.2 and 2 tables' worth of
+// rows on 4 ranks, and never on 2 ranks (at most 2 tables: every rank holding every row), so dense
+// from 1.5 tables on, with 3 ranks or more.
+Algorithm sparse_algorithm(uint64_t total_rows, size_t num_rows, int world_size,
+                           const Options& options) {
   const Algorithm forced = options.algorithm(OpKind::sparse_allreduce);
   if (forced == Algorithm::gather_merge || forced == Algorithm::dense) return forced;
   const uint64_t threshold = uint64_t{num_rows} + num_rows / 2;  // num_rows < 2^63
-  return num_rows > 0 && total_rows >= threshold ? Algorithm::dense : Algorithm::gather_merge;
+  const bool dense = world_size >= 3 && num_rows > 0 && total_rows >= threshold;
+  return dense ? Algorithm::dense : Algorithm::gather_merge;
 }
 
 }  // namespace weft

@@ -35,7 +35,7 @@ enum class Pattern {
   scattered,   // a few rows per rank, some repeated within the rank, some shared across ranks
   same_rows,   // every rank holds the same rows
   some_empty,  // rank 1 (and the last, with 4 ranks) holds nothing
-  dense,       // most of the table on every rank: above the crossover
+  dense,       // most of the table on every rank: above the crossover with 3 ranks or more
 };
 
 std::vector<int64_t> rows_of(Pattern p, int rank, int n, size_t num_rows) {
@@ -264,16 +264,21 @@ TEST(SparseAllreduce, RoundedSumsAreIdenticalOnEveryRank) {
 // The automatic choice switches at the crossover, both ways, and forcing wins.
 TEST(SparseAllreduce, DensityChoosesTheAlgorithm) {
   Options o;
-  EXPECT_EQ(sparse_algorithm(0, 1000, o), Algorithm::gather_merge);
-  EXPECT_EQ(sparse_algorithm(1499, 1000, o), Algorithm::gather_merge);
-  EXPECT_EQ(sparse_algorithm(1500, 1000, o), Algorithm::dense);
-  EXPECT_EQ(sparse_algorithm(4000, 1000, o), Algorithm::dense);
-  EXPECT_EQ(sparse_algorithm(UINT64_MAX, size_t{1} << 62, o), Algorithm::dense);
-  EXPECT_EQ(sparse_algorithm(0, 0, o), Algorithm::gather_merge);
+  for (int n : {3, 4, 8}) {
+    EXPECT_EQ(sparse_algorithm(0, 1000, n, o), Algorithm::gather_merge);
+    EXPECT_EQ(sparse_algorithm(1499, 1000, n, o), Algorithm::gather_merge);
+    EXPECT_EQ(sparse_algorithm(1500, 1000, n, o), Algorithm::dense);
+    EXPECT_EQ(sparse_algorithm(4000, 1000, n, o), Algorithm::dense);
+    EXPECT_EQ(sparse_algorithm(UINT64_MAX, size_t{1} << 62, n, o), Algorithm::dense);
+    EXPECT_EQ(sparse_algorithm(0, 0, n, o), Algorithm::gather_merge);
+  }
+  // Two ranks: gather_merge was never slower, up to both ranks holding every row.
+  EXPECT_EQ(sparse_algorithm(2000, 1000, 2, o), Algorithm::gather_merge);
+  EXPECT_EQ(sparse_algorithm(1000, 1000, 1, o), Algorithm::gather_merge);
   o.set_algorithm(OpKind::sparse_allreduce, Algorithm::dense);
-  EXPECT_EQ(sparse_algorithm(1, 1000, o), Algorithm::dense);
+  EXPECT_EQ(sparse_algorithm(1, 1000, 2, o), Algorithm::dense);
   o.set_algorithm(OpKind::sparse_allreduce, Algorithm::gather_merge);
-  EXPECT_EQ(sparse_algorithm(4000, 1000, o), Algorithm::gather_merge);
+  EXPECT_EQ(sparse_algorithm(4000, 1000, 4, o), Algorithm::gather_merge);
 }
 
 TEST(SparseAllreduce, AsyncFormAndOnlyAlgorithmsOfItsOwn) {
