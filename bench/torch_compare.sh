@@ -1,16 +1,28 @@
 #!/usr/bin/env bash
 # torch.distributed backend "weft" vs "gloo" on this machine: all_reduce sweep and DDP steps.
-#   bench/torch_compare.sh [-n RANKS] [ARGS for bench/torch_compare.py ...]
+#   bench/torch_compare.sh [-n RANKS] [--no-setup] [--script PY] [ARGS for the script ...]
 # Installs what is missing, builds the release preset (module + torch backend), then runs
-# bench/torch_compare.py under `weft run`. See bench/torch_compare.py for the columns.
+# bench/torch_compare.py (or PY, e.g. bench/sparse_compare.py) under `weft run`. See the
+# script for the columns. --no-setup skips the installation and the build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ranks=2
-if [ "${1:-}" = "-n" ]; then ranks="$2"; shift 2; fi
+setup=1
+script=bench/torch_compare.py
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) ranks="$2"; shift 2 ;;
+    --no-setup) setup=0; shift ;;
+    --script) script="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
 cd "$root"
-bash scripts/setup.sh >&2
-cmake --preset release >/dev/null
-cmake --build build --target weft_tool weft_python_module weft_torch_module >&2
+if [ "$setup" = 1 ]; then
+  bash scripts/setup.sh >&2
+  cmake --preset release >/dev/null
+  cmake --build build --target weft_tool weft_python_module weft_torch_module >&2
+fi
 PYTHONPATH="$root/build/python" OMP_NUM_THREADS=1 \
-  build/tools/weft run -n "$ranks" -- /usr/bin/python3 bench/torch_compare.py "$@" |
+  build/tools/weft run -n "$ranks" -- /usr/bin/python3 "$script" "$@" |
   sed -E 's/^\[0\] //' | grep -v '^\[[0-9]*\]'

@@ -39,6 +39,14 @@ struct Agreement {
   std::vector<int> failed;  // the others: seen dead or silent, or absent until the timeout
 };
 
+// The result of sparse_allreduce: some rows of a table of num_rows x row_width elements. It owns
+// its memory; copies share it (so a binding can hand the arrays to its own objects uncopied).
+struct SparseRows {
+  size_t nnz = 0;                       // rows held
+  std::shared_ptr<int64_t[]> indices;   // nnz distinct row indices, ascending
+  std::shared_ptr<std::byte[]> values;  // nnz * row_width elements; row i is table row indices[i]
+};
+
 // The `peer` of a receive that accepts a message from any rank (as MPI_ANY_SOURCE).
 inline constexpr int kAnySource = -1;
 
@@ -97,6 +105,18 @@ class WEFT_API Communicator {
                    DataType dtype);
   Status barrier();
 
+  // Sparse allreduce of a table of num_rows x row_width elements (an embedding's gradient): this
+  // rank holds `nnz` rows, row i (row_width elements at values + i * row_width) being table row
+  // indices[i] (0 <= indices[i] < num_rows, in any order; repeated indices add up). Every rank
+  // gets in *out the rows any rank holds, each the sum of every rank's, identical bit for bit on
+  // every rank (each row summed in rank order, a rank's repeated rows in their order). Only
+  // ReduceOp::sum. num_rows, row_width and dtype must agree across ranks; nnz may differ (0
+  // too). Very sparse calls send every rank's rows to every rank, dense ones allreduce the
+  // whole table (docs/algorithms.md); *out is written once the operation has succeeded.
+  Status sparse_allreduce(const int64_t* indices, const void* values, size_t nnz,
+                          size_t num_rows, size_t row_width, DataType dtype, ReduceOp op,
+                          SparseRows* out);
+
   // Async forms: same arguments; span arguments are copied, buffers are not.
   WorkPtr allreduce_async(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op);
   WorkPtr broadcast_async(void* buf, size_t count, DataType dtype, int root);
@@ -116,6 +136,10 @@ class WEFT_API Communicator {
                           std::span<const size_t> recv_counts,
                           std::span<const size_t> recv_displs, DataType dtype);
   WorkPtr barrier_async();
+  // indices, values and out must stay valid until the Work is done.
+  WorkPtr sparse_allreduce_async(const int64_t* indices, const void* values, size_t nnz,
+                                 size_t num_rows, size_t row_width, DataType dtype, ReduceOp op,
+                                 SparseRows* out);
 
   // Splits into sub-communicators: ranks passing the same color form one, ordered by (key, rank).
   // A negative color returns a null communicator (the rank joins none). Collective over this one.

@@ -49,8 +49,13 @@ enum class Algorithm : uint8_t {
   // ranks map and reads the peers' in place (every collective but alltoallv, while the call's
   // payload fits the buffer: 16 KiB less a header). Elsewhere the selector's choice runs.
   shm_direct,
+  // sparse_allreduce: every rank's rows to every rank (allgatherv of indices and values), then a
+  // local merge; or the rows scattered into a dense table that is allreduced. Left automatic,
+  // the choice follows the rows' density (docs/algorithms.md, "Sparse allreduce").
+  gather_merge,
+  dense,
 };
-inline constexpr int kAlgorithmCount = 10;
+inline constexpr int kAlgorithmCount = 12;
 
 WEFT_API const char* to_string(Algorithm a);
 WEFT_API std::optional<Algorithm> parse_algorithm(std::string_view s);

@@ -2,7 +2,7 @@
 //
 // A Status is either ok or carries an ErrorCode plus a message that says what happened, on which
 // rank, to which peer and in which operation, e.g.
-//   "rank 2: allreduce #17 (f32 x 1048576) timed out after 30 s waiting for rank 3".
+//   "rank 2: allreduce #17 (f32 x 1048576) Timed out after 30 s waiting for rank 3".
 // Result<T> holds either a T or a non-ok Status. Both are cheap to move and safe to copy; neither
 // throws. Any thread may create, copy or read them.
 #pragma once

@@ -41,8 +41,9 @@ enum class OpKind : uint8_t {
   barrier,
   send,
   recv,
+  sparse_allreduce,  // after the point-to-point kinds: the values on the wire stay as they were
 };
-inline constexpr int kOpKindCount = 13;
+inline constexpr int kOpKindCount = 14;
 
 // Bytes per element (0 for a value outside the enum). Inline: it sits on every call's path.
 constexpr size_t dtype_size(DataType t) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common.h"
 #include "weft/weft.h"
 
 namespace py = pybind11;
@@ -21,176 +22,12 @@ using namespace pybind11::literals;
 namespace weft::python {
 namespace {
 
-// Python exceptions: weft.Error (a RuntimeError) and weft.TimeoutError (also the builtin
-// TimeoutError), carrying the C++ message and the error code name.
-PyObject* g_error = nullptr;
-PyObject* g_timeout = nullptr;
-
 // The job key file for a store: the argument when given (empty: none), else WEFT_AUTH_KEY_FILE
 // (the module is an edge, like the command line: it reads the variable).
 std::string key_file_or_env(const std::optional<std::string>& given) {
   if (given) return *given;
   const char* env = std::getenv("WEFT_AUTH_KEY_FILE");
   return env != nullptr ? env : "";
-}
-
-[[noreturn]] void raise(const Status& st) {
-  PyObject* type = st.code() == ErrorCode::timeout ? g_timeout : g_error;
-  py::object exc = py::reinterpret_borrow<py::object>(type)(st.to_string());
-  std::string code = to_string(st.code());  // "invalid argument" -> "invalid_argument"
-  for (char& ch : code) {
-    if (ch == ' ') ch = '_';
-  }
-  exc.attr("code") = code;
-  PyErr_SetObject(type, exc.ptr());
-  throw py::error_already_set();
-}
-
-void check(const Status& st) {
-  if (!st.ok()) raise(st);
-}
-
-template <typename T>
-T check(Result<T> r) {
-  if (!r.ok()) raise(r.status());
-  return std::move(r).value();
-}
-
-// Runs f with the GIL released (it may wait for peers, a store or a lock another Python thread
-// holds) and returns what it returns; results are converted once the GIL is back.
-template <typename F>
-auto without_gil(F&& f) {
-  py::gil_scoped_release nogil;
-  return f();
-}
-
-// A contiguous buffer with its weft dtype and element count.
-struct Buf {
-  py::buffer_info info;
-  DataType dtype = DataType::fp32;
-  size_t count = 0;
-  void* ptr() const { return info.ptr; }
-  size_t bytes() const { return count * dtype_size(dtype); }
-};
-
-std::optional<DataType> dtype_of_format(std::string fmt, ssize_t itemsize) {
-  while (!fmt.empty() && std::strchr("@=<>!", fmt[0]) != nullptr) fmt.erase(0, 1);
-  if (fmt.size() != 1) return std::nullopt;
-  switch (fmt[0]) {
-    case 'b': return DataType::int8;
-    case 'B': return DataType::uint8;
-    case 'e': return DataType::fp16;
-    case 'f': return DataType::fp32;
-    case 'd': return DataType::fp64;
-    case 'i':
-    case 'l':
-    case 'q':
-      if (itemsize == 4) return DataType::int32;
-      if (itemsize == 8) return DataType::int64;
-      return std::nullopt;
-    default: return std::nullopt;
-  }
-}
-
-// `what` names the argument in errors; `dtype` (e.g. "bf16") overrides the buffer's own format,
-// for element types Python has no format for: the item size must match.
-Buf get_buf(const py::handle& obj, const char* what, bool writable,
-            const std::optional<std::string>& dtype) {
-  if (!py::isinstance<py::buffer>(obj)) {
-    throw py::type_error(std::string(what) + " must support the buffer protocol (numpy array, "
-                         "bytearray, memoryview, ...), got " +
-                         std::string(py::str(py::type::of(obj).attr("__name__"))));
-  }
-  Buf b{py::reinterpret_borrow<py::buffer>(obj).request(writable)};
-  ssize_t expect = b.info.itemsize;
-  for (ssize_t i = b.info.ndim - 1; i >= 0; --i) {
-    if (b.info.shape[i] > 1 && b.info.strides[i] != expect) {
-      throw py::value_error(std::string(what) + " must be C-contiguous");
-    }
-    expect *= b.info.shape[i];
-  }
-  std::optional<DataType> t;
-  if (dtype) {
-    t = parse_dtype(*dtype);
-    if (!t) throw py::value_error("unknown dtype '" + *dtype + "'");
-    if (static_cast<ssize_t>(dtype_size(*t)) != b.info.itemsize) {
-      throw py::value_error(std::string(what) + ": dtype " + *dtype + " has " +
-                            std::to_string(dtype_size(*t)) + "-byte elements, the buffer has " +
-                            std::to_string(b.info.itemsize));
-    }
-  } else {
-    t = dtype_of_format(b.info.format, b.info.itemsize);
-    if (!t) {
-      throw py::type_error(std::string(what) + ": element format '" + b.info.format +
-                           "' is not a weft dtype (int8, uint8, int32, int64, float16, "
-                           "float32, float64; pass dtype='bf16' for bfloat16 bits)");
-    }
-  }
-  b.dtype = *t;
-  b.count = static_cast<size_t>(b.info.size);
-  return b;
-}
-
-ReduceOp get_op(const std::string& s) {
-  auto op = parse_reduce_op(s);
-  if (!op) {
-    throw py::value_error("unknown reduce op '" + s +
-                          "' (sum, prod, min, max, avg; band, bor, bxor for integers)");
-  }
-  return *op;
-}
-
-void same_dtype(const Buf& a, const Buf& b) {
-  if (a.dtype != b.dtype) {
-    throw py::type_error(std::string("send and recv buffers differ in dtype (") +
-                         to_string(a.dtype) + " vs " + to_string(b.dtype) + ")");
-  }
-}
-
-// An asynchronous operation: keeps its buffers alive until it is waited for or collected.
-class PyWork {
- public:
-  PyWork(WorkPtr w, std::vector<py::object> keep) : work_(std::move(w)), keep_(std::move(keep)) {}
-  ~PyWork() {
-    // The buffers must outlive the operation: finish it before letting them go.
-    if (work_ && !work_->test()) {
-      py::gil_scoped_release nogil;
-      (void)work_->wait();
-    }
-  }
-  void wait(std::optional<double> timeout_s) {
-    check(without_gil([&] {
-      return timeout_s ? work_->wait(std::chrono::milliseconds(
-                             static_cast<int64_t>(*timeout_s * 1000.0)))
-                       : work_->wait();
-    }));
-  }
-  bool is_completed() const { return work_->test(); }
-  bool is_success() const { return work_->test() && work_->status().ok(); }
-  std::optional<std::string> exception() const {
-    if (!work_->test() || work_->status().ok()) return std::nullopt;
-    return work_->status().to_string();
-  }
-  int source() const { return work_->source(); }
-  double duration() const {
-    if (!work_->test()) return 0.0;
-    return std::chrono::duration<double>(work_->end_time() - work_->start_time()).count();
-  }
-
- private:
-  WorkPtr work_;
-  std::vector<py::object> keep_;
-};
-
-// Runs a blocking or an asynchronous form of one operation.
-template <typename Sync, typename Async>
-py::object run(bool async_op, std::vector<py::object> keep, Sync&& sync, Async&& async) {
-  if (async_op) {
-    WorkPtr w = without_gil(async);
-    return py::cast(std::make_unique<PyWork>(std::move(w), std::move(keep)));
-  }
-  check(without_gil(sync));
-  return py::none();
 }
 
 // The buffer only the root passes (gather's recv, scatter's send), size() times as long as
@@ -221,22 +58,6 @@ std::vector<size_t> displacements(const std::vector<size_t>& counts) {
 using Comm = Communicator;
 using OptStr = std::optional<std::string>;
 
-// Destroying a communicator closes it gracefully: it waits (up to its timeout) for the peers'
-// goodbyes. That must not hold the GIL, or ranks that are Python threads of one process would
-// wait for each other's destructors behind it.
-struct ReleaseGilDelete {
-  void operator()(Comm* c) const {
-    if (c == nullptr) return;
-    if (Py_IsInitialized() && PyGILState_Check()) {
-      py::gil_scoped_release nogil;
-      delete c;
-    } else {
-      delete c;
-    }
-  }
-};
-using CommPtr = std::unique_ptr<Comm, ReleaseGilDelete>;
-
 Options options_from_kwargs(const py::kwargs& kwargs, Options o) {
   for (auto item : kwargs) {
     std::string key = py::str(item.first);
@@ -264,11 +85,14 @@ void bind_comm(py::module_& m) {
       .def("is_success", &PyWork::is_success)
       .def("exception", &PyWork::exception, "The error message of a failed operation, or None.")
       .def("duration", &PyWork::duration, "Seconds from start to end once completed.")
+      .def("result", &PyWork::result,
+           "Waits for the operation and returns its result: (indices, values) for "
+           "sparse_allreduce, None for the others.")
       .def("source", &PyWork::source,
            "The rank a completed receive came from (after one from weft.ANY_SOURCE); -1 "
            "otherwise.");
 
-  py::class_<Comm, CommPtr>(m, "Communicator",
+  auto comm = py::class_<Comm, CommPtr>(m, "Communicator",
                    "A group of ranks. Create with weft.init(); every collective must be called "
                    "by every rank in the same order.")
       .def_property_readonly("rank", &Comm::rank)
@@ -513,6 +337,7 @@ void bind_comm(py::module_& m) {
           "pending_joins", [](const Comm& c) { return check(c.pending_joins()); },
           "How many ranks wait in weft.join() (rank 0 should broadcast it before grow()).")
       .def("shutdown", [](Comm& c) { check(without_gil([&] { return c.shutdown(); })); });
+  bind_sparse(comm);
 }
 
 void bind_store(py::module_& m) {

@@ -11,6 +11,7 @@
 //
 // All torch-facing code lives in this one translation unit: torch headers are expensive to
 // compile (see PLATFORM.md).
+#include <ATen/SparseTensorUtils.h>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
@@ -132,6 +133,8 @@ ReduceOp weft_op(const c10d::ReduceOp& op) {
 void check_cpu(const at::Tensor& t) {
   TORCH_CHECK(t.device().is_cpu(), "weft: only CPU tensors are supported, got one on ",
               t.device());
+  TORCH_CHECK(t.layout() == at::kStrided, "weft: ", t.layout(), " tensors are supported only "
+              "by all_reduce (sparse COO, ReduceOp.SUM)");
   (void)weft_dtype(t);
 }
 
@@ -164,10 +167,67 @@ int64_t unflatten(const at::Tensor& flat, int64_t offset, const std::vector<at::
   return offset;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Sparse COO tensors: weft's sparse_allreduce sees a table of rows (the sparse dimensions,
+// flattened row-major) of row_width elements (the dense dimensions).
+
+struct SparseShape {
+  int64_t num_rows = 1;
+  int64_t row_width = 1;
+};
+
+SparseShape sparse_shape(const at::Tensor& t) {
+  SparseShape s;
+  const auto sizes = t.sizes();
+  for (int64_t d = 0; d < static_cast<int64_t>(sizes.size()); ++d) {
+    int64_t& n = d < t.sparse_dim() ? s.num_rows : s.row_width;
+    TORCH_CHECK(!__builtin_mul_overflow(n, sizes[d], &n), "weft: all_reduce: the sparse "
+                "tensor's size ", sizes, " overflows 64 bits");
+  }
+  return s;
+}
+
+// The row of each of t's entries: its sparse indices, flattened row-major (nnz int64s).
+at::Tensor linear_rows(const at::Tensor& t) {
+  const at::Tensor idx = t._indices();
+  if (t.sparse_dim() == 1) return idx.select(0, 0).contiguous();
+  at::Tensor rows = at::zeros({idx.size(1)}, idx.options());
+  for (int64_t d = 0; d < t.sparse_dim(); ++d) rows = rows * t.size(d) + idx.select(0, d);
+  return rows.contiguous();
+}
+
+// The inverse of linear_rows: sparse_dim x nnz indices.
+at::Tensor sparse_indices(const at::Tensor& rows, const at::Tensor& t) {
+  if (t.sparse_dim() == 1) return rows.view({1, rows.numel()});
+  std::vector<at::Tensor> dims(static_cast<size_t>(t.sparse_dim()));
+  at::Tensor rest = rows;
+  for (int64_t d = t.sparse_dim() - 1; d >= 0; --d) {
+    dims[static_cast<size_t>(d)] = rest.remainder(t.size(d));
+    rest = rest.div(t.size(d), "floor");
+  }
+  return at::stack(dims);
+}
+
+// Puts weft's result into t in place (as gloo does): t's indices and values become tensors over
+// the result's memory, which they keep alive.
+void adopt_sparse_result(const at::Tensor& t, const std::shared_ptr<SparseRows>& r) {
+  const auto nnz = static_cast<int64_t>(r->nnz);
+  auto keep = [r](void*) {};
+  at::Tensor rows = at::from_blob(r->indices.get(), {nnz}, keep, t._indices().options());
+  std::vector<int64_t> value_sizes{nnz};
+  for (int64_t d = t.sparse_dim(); d < t.dim(); ++d) value_sizes.push_back(t.size(d));
+  at::Tensor values = at::from_blob(r->values.get(), value_sizes, keep, t._values().options());
+  at::sparse::alias_into_sparse(t, sparse_indices(rows, t), values);
+  at::sparse::get_sparse_impl(t)->set_coalesced(true);
+}
+
 std::string error_text(const Status& st) {
-  // torch's own backends say "Timed out"; code that handles timeouts looks for it.
-  if (st.code() == ErrorCode::timeout) return "Timed out: " + st.message();
-  return st.to_string();
+  // torch's timeout checks (regex " (Timed out|closed|timeout) ") and code written for gloo's
+  // messages look for " Timed out ": weft's operations say it ("rank 0: barrier #1 Timed out
+  // after 5 s waiting for rank 1"); other timeouts (the store's) get it added.
+  if (st.code() != ErrorCode::timeout) return st.to_string();
+  if (st.message().find(" Timed out ") != std::string::npos) return st.message();
+  return "weft: an operation Timed out (" + st.message() + ")";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -248,6 +308,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override {
+    if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
     check_one(tensors, "allreduce");
     at::Tensor t = tensors[0], buf = t.contiguous();
     ReduceOp op = weft_op(opts.reduceOp);
@@ -255,6 +316,30 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
       return comm_->allreduce_async(buf.data_ptr(), buf.data_ptr(), buf.numel(),
                                     weft_dtype(buf), op);
     });
+  }
+
+  // A sparse COO tensor (an nn.Embedding(sparse=True) gradient, which DDP all-reduces): the
+  // coalesced sum, in place, as with gloo.
+  c10::intrusive_ptr<c10d::Work> sparse_allreduce(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) {
+    at::Tensor t = tensors[0];
+    TORCH_CHECK(opts.reduceOp.op_ == c10d::ReduceOp::SUM, "weft: all_reduce of sparse tensors "
+                "supports only ReduceOp.SUM");
+    TORCH_CHECK(t.device().is_cpu(), "weft: only CPU tensors are supported, got one on ",
+                t.device());
+    const DataType dt = weft_dtype(t);
+    const SparseShape shape = sparse_shape(t);
+    at::Tensor rows = linear_rows(t), values = t._values().contiguous();
+    auto result = std::make_shared<SparseRows>();
+    return start(
+        c10d::OpType::ALLREDUCE, tensors, {rows, values},
+        [t, result] { adopt_sparse_result(t, result); },
+        [=, this] {
+          return comm_->sparse_allreduce_async(
+              rows.data_ptr<int64_t>(), values.data_ptr(), static_cast<size_t>(rows.numel()),
+              static_cast<size_t>(shape.num_rows), static_cast<size_t>(shape.row_width), dt,
+              ReduceOp::sum, result.get());
+        });
   }
 
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(

@@ -23,7 +23,7 @@ namespace {
 constexpr std::string_view kAlgorithmNames[kAlgorithmCount] = {
     "auto",     "ring",   "recursive_doubling", "halving_doubling",
     "binomial", "direct", "pairwise",           "dissemination", "hierarchical",
-    "shm_direct"};
+    "shm_direct", "gather_merge", "dense"};
 constexpr std::string_view kLogLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
 
 std::string format_size(size_t n) {
@@ -88,13 +88,15 @@ bool algorithm_supports(Algorithm a, OpKind k) {
     case Algorithm::halving_doubling: return any_of({K::allreduce, K::reduce_scatter});
     case Algorithm::binomial:
       return any_of({K::broadcast, K::reduce, K::gather, K::scatter, K::barrier});
-    case Algorithm::direct: return k != K::send && k != K::recv;
+    case Algorithm::direct: return k != K::send && k != K::recv && k != K::sparse_allreduce;
     case Algorithm::pairwise: return any_of({K::alltoall, K::alltoallv});
     case Algorithm::dissemination: return k == K::barrier;
     case Algorithm::hierarchical:
       return any_of({K::allreduce, K::allgather, K::reduce_scatter, K::broadcast});
     case Algorithm::shm_direct:
-      return k != K::send && k != K::recv && k != K::alltoallv;
+      return k != K::send && k != K::recv && k != K::alltoallv && k != K::sparse_allreduce;
+    case Algorithm::gather_merge:
+    case Algorithm::dense: return k == K::sparse_allreduce;
   }
   return false;
 }

@@ -59,6 +59,7 @@ const char* to_string(OpKind k) {
     case OpKind::barrier: return "barrier";
     case OpKind::send: return "send";
     case OpKind::recv: return "recv";
+    case OpKind::sparse_allreduce: return "sparse_allreduce";
   }
   return "?";
 }

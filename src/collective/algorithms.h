@@ -44,6 +44,10 @@ Status barrier_dissemination(Context& ctx, const CollectiveArgs& args);
 Status barrier_binomial(Context& ctx, const CollectiveArgs& args);
 Status barrier_direct(Context& ctx, const CollectiveArgs& args);
 
+// Sum of the rows each rank holds (sparse_allreduce.cc): gather_merge or dense, as forced or
+// chosen by density once the ranks' row counts are exchanged.
+Status sparse_allreduce(Context& ctx, const CollectiveArgs& args);
+
 // Shared buffers (Algorithm::shm_direct, shared_buffer.cc): each rank publishes its input once in its
 // own buffer that every rank maps, then reads what it needs from the peers' in place. Only where
 // Context::shared_capacity() holds payload_bytes(args); alltoallv is not served.

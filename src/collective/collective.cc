@@ -94,6 +94,13 @@ Algo lookup(Algorithm a, OpKind kind) {
         case A::shm_direct: return coll::barrier_shared;
         default: return nullptr;
       }
+    case OpKind::sparse_allreduce:
+      switch (a) {
+        case A::automatic:  // chosen inside, from the ranks' row counts
+        case A::gather_merge:
+        case A::dense: return coll::sparse_allreduce;
+        default: return nullptr;
+      }
     case OpKind::send:
     case OpKind::recv:
       return nullptr;
@@ -143,6 +150,8 @@ Algorithm automatic_choice(OpKind kind, size_t bytes, int n) {
       return A::pairwise;  // per-rank sizes differ, and every rank must choose alike
     case OpKind::barrier:
       return A::dissemination;
+    case OpKind::sparse_allreduce:
+      return A::automatic;  // sparse_allreduce.cc chooses once the row counts are known
     case OpKind::send:
     case OpKind::recv:
       break;
@@ -190,6 +199,8 @@ size_t payload_bytes(const CollectiveArgs& args, int world_size) {
                  std::accumulate(args.send_counts.begin(), args.send_counts.end(), size_t{0}),
                  std::accumulate(args.recv_counts.begin(), args.recv_counts.end(), size_t{0})) *
              es;
+    case OpKind::sparse_allreduce:
+      return args.count * args.row_width * es;  // this rank's rows
     case OpKind::barrier:
     case OpKind::send:
     case OpKind::recv:
@@ -212,6 +223,12 @@ Status run_collective(Context& ctx, const CollectiveArgs& args, Algorithm a) {
                               ctx.fingerprint().describe()));
   }
   return algo(ctx, args);
+}
+
+Status run_nested(Context& ctx, const CollectiveArgs& args) {
+  const int n = ctx.size();
+  return run_collective(ctx, args,
+                        selected_algorithm(args.kind, payload_bytes(args, n), n, ctx.options(), 0));
 }
 
 }  // namespace weft

@@ -79,7 +79,7 @@ Handle Context::isend(int peer, uint32_t slot, const void* buf, size_t bytes) {
   Request* r = acquire();
   r->kind = Request::Kind::send;
   r->peer = peer;
-  r->tag = collective_tag(fp_.seq, slot);
+  r->tag = collective_tag(fp_.seq, slot_offset_ + slot);
   r->buf = const_cast<void*>(buf);
   r->bytes = bytes;
   r->fp = fp_;
@@ -91,7 +91,7 @@ Handle Context::irecv(int peer, uint32_t slot, void* buf, size_t bytes) {
   Request* r = acquire();
   r->kind = Request::Kind::recv;
   r->peer = peer;
-  r->tag = collective_tag(fp_.seq, slot);
+  r->tag = collective_tag(fp_.seq, slot_offset_ + slot);
   r->buf = buf;
   r->bytes = bytes;
   r->fp = fp_;
@@ -189,7 +189,7 @@ Status Context::timeout_error(const Request& r) const {
 }
 
 Status Context::timeout_error(std::string_view waiting) const {
-  return Status(ErrorCode::timeout, fmt::format("rank {}: {} timed out after {} {}", rank(),
+  return Status(ErrorCode::timeout, fmt::format("rank {}: {} Timed out after {} {}", rank(),
                                                 fp_.describe(), format_duration(options_.timeout),
                                                 waiting));
 }

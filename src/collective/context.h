@@ -32,6 +32,7 @@
 namespace weft {
 
 class BufferPool;
+struct SparseRows;  // weft/communicator.h
 
 // The arguments of one collective call, as validated by the communicator.
 struct CollectiveArgs {
@@ -45,9 +46,29 @@ struct CollectiveArgs {
   // allgatherv: recv_counts/recv_displs; send_count is `count`.
   // alltoallv: all four.
   std::vector<size_t> send_counts, send_displs, recv_counts, recv_displs;
+  // sparse_allreduce: `count` rows of row_width elements at `send`, row i being table row
+  // indices[i] (< num_rows); the result goes to *sparse_out.
+  const int64_t* indices = nullptr;
+  size_t num_rows = 0;
+  size_t row_width = 0;
+  SparseRows* sparse_out = nullptr;
 
   size_t elem_size() const { return dtype_size(dtype); }
   bool in_place() const { return send == recv; }
+
+  // The fields every collective has; the rest stay empty.
+  static CollectiveArgs of(OpKind kind, const void* send, void* recv, size_t count, DataType dtype,
+                           ReduceOp op = ReduceOp::sum, int root = 0) {
+    CollectiveArgs a;
+    a.kind = kind;
+    a.send = send;
+    a.recv = recv;
+    a.count = count;
+    a.dtype = dtype;
+    a.op = op;
+    a.root = root;
+    return a;
+  }
 };
 
 // A posted message; returned by Context::isend/irecv, passed to wait().
@@ -98,12 +119,17 @@ class Context {
 
   Clock::time_point deadline() const { return deadline_; }
 
+  // Added to every slot posted from now on. A collective that runs others as its steps
+  // (sparse_allreduce) gives each step its own range, so that a step's messages can never be
+  // taken for another's, whatever slots the step's algorithm numbers from 0.
+  void set_slot_offset(uint32_t offset) { slot_offset_ = offset; }
+
  private:
   Request* acquire();
   void release(Request* r);
   Status finish(Request* r);  // takes a done request's status and releases it
   Status timeout_error(const Request& r) const;
-  Status timeout_error(std::string_view waiting) const;  // "...timed out after 30 s <waiting>"
+  Status timeout_error(std::string_view waiting) const;  // "...Timed out after 30 s <waiting>"
   Status remember(Status st);  // shared_*: keeps the first error, completes a timeout's text
 
   Transport& transport_;
@@ -118,6 +144,7 @@ class Context {
   std::optional<std::deque<Request>> requests_;
   std::vector<Request*> free_;
   size_t outstanding_ = 0;  // posted, not yet waited for
+  uint32_t slot_offset_ = 0;
   Status error_;            // the first error a wait returned; fails the transport at the end
   std::vector<std::pair<void*, size_t>> scratch_;  // returned to pool_ at the end
 };

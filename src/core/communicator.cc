@@ -13,15 +13,7 @@ std::vector<size_t> copy(std::span<const size_t> s) { return {s.begin(), s.end()
 
 CollectiveArgs args(OpKind kind, const void* send, void* recv, size_t count, DataType dtype,
                     ReduceOp op = ReduceOp::sum, int root = 0) {
-  CollectiveArgs a;
-  a.kind = kind;
-  a.send = send;
-  a.recv = recv;
-  a.count = count;
-  a.dtype = dtype;
-  a.op = op;
-  a.root = root;
-  return a;
+  return CollectiveArgs::of(kind, send, recv, count, dtype, op, root);
 }
 
 }  // namespace
@@ -218,6 +210,32 @@ Status Communicator::alltoallv(const void* send, std::span<const size_t> send_co
 }
 Status Communicator::barrier() {
   return run(*impl_, args(OpKind::barrier, nullptr, nullptr, 0, DataType::uint8));
+}
+
+namespace {
+
+CollectiveArgs sparse_args(const int64_t* indices, const void* values, size_t nnz,
+                           size_t num_rows, size_t row_width, DataType dtype, ReduceOp op,
+                           SparseRows* out) {
+  auto a = args(OpKind::sparse_allreduce, values, nullptr, nnz, dtype, op);
+  a.indices = indices;
+  a.num_rows = num_rows;
+  a.row_width = row_width;
+  a.sparse_out = out;
+  return a;
+}
+
+}  // namespace
+
+WorkPtr Communicator::sparse_allreduce_async(const int64_t* indices, const void* values,
+                                             size_t nnz, size_t num_rows, size_t row_width,
+                                             DataType dtype, ReduceOp op, SparseRows* out) {
+  return start(*impl_, sparse_args(indices, values, nnz, num_rows, row_width, dtype, op, out));
+}
+Status Communicator::sparse_allreduce(const int64_t* indices, const void* values, size_t nnz,
+                                      size_t num_rows, size_t row_width, DataType dtype,
+                                      ReduceOp op, SparseRows* out) {
+  return run(*impl_, sparse_args(indices, values, nnz, num_rows, row_width, dtype, op, out));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::split(int color, int key) {

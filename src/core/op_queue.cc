@@ -231,7 +231,7 @@ Status CommunicatorImpl::p2p_deadline_passed(OpKind kind, const PointToPointOp& 
   auto secs = std::chrono::duration<double>(options_.timeout).count();
   Status st(
       ErrorCode::timeout,
-      fmt::format("rank {}: {} of {} bytes {} {} (tag {}) timed out after {:g} s", rank(),
+      fmt::format("rank {}: {} of {} bytes {} {} (tag {}) Timed out after {:g} s", rank(),
                   kind == OpKind::send ? "send" : "recv", p.bytes,
                   kind == OpKind::send ? "to" : "from",
                   p.peer == kAnySource ? "any rank" : fmt::format("rank {}", p.peer), p.tag, secs));

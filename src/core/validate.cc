@@ -17,6 +17,38 @@ bool fits(size_t count, size_t esize) {
   return esize == 0 || count <= std::numeric_limits<size_t>::max() / esize;
 }
 
+Status validate_sparse(const CollectiveArgs& a, int rank) {
+  const OpKind k = a.kind;
+  if (a.op != ReduceOp::sum) {
+    return bad(rank, k, fmt::format("only sum is supported, not {}", to_string(a.op)));
+  }
+  const size_t es = dtype_size(a.dtype);
+  if (a.num_rows > static_cast<size_t>(std::numeric_limits<int64_t>::max()) ||
+      !fits(a.num_rows, a.row_width) || !fits(a.num_rows * a.row_width, es)) {
+    return bad(rank, k, fmt::format("a table of {} x {} elements overflows the address space",
+                                    a.num_rows, a.row_width));
+  }
+  if (!fits(a.count, a.row_width) || !fits(a.count * a.row_width, es) ||
+      !fits(a.count, sizeof(int64_t))) {
+    return bad(rank, k, fmt::format("{} rows overflow the address space", a.count));
+  }
+  if (a.sparse_out == nullptr) return bad(rank, k, "the result pointer is null");
+  if (a.count > 0 && a.indices == nullptr) {
+    return bad(rank, k, fmt::format("indices are null with {} rows", a.count));
+  }
+  if (a.count > 0 && a.row_width > 0 && a.send == nullptr) {
+    return bad(rank, k, fmt::format("values are null with {} rows", a.count));
+  }
+  for (size_t i = 0; i < a.count; ++i) {
+    const int64_t row = a.indices[i];
+    if (row < 0 || static_cast<uint64_t>(row) >= a.num_rows) {
+      return bad(rank, k, fmt::format("indices[{}] = {} is outside the table's {} rows", i, row,
+                                      a.num_rows));
+    }
+  }
+  return Status();
+}
+
 }  // namespace
 
 Status validate_collective(const CollectiveArgs& a, int rank, int size) {
@@ -98,6 +130,8 @@ Status validate_collective(const CollectiveArgs& a, int rank, int size) {
       WEFT_RETURN_IF_ERROR(need(a.send, stotal, "send"));
       return need(a.recv, rtotal, "receive");
     }
+    case OpKind::sparse_allreduce:
+      return validate_sparse(a, rank);
     case OpKind::barrier:
       return Status();
     case OpKind::send:

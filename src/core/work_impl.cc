@@ -80,7 +80,7 @@ Status WorkImpl::wait(std::chrono::milliseconds timeout) {
         continue;
       }
       if (Clock::now() >= user_deadline) {
-        return Status(ErrorCode::timeout, "Work::wait timed out; the operation is still running");
+        return Status(ErrorCode::timeout, "Work::wait: Timed out before the operation ended (it is still running)");
       }
     }
   }

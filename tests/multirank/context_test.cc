@@ -40,7 +40,7 @@ TEST(Context, TimeoutNamesOperationAndPeer) {
   const auto took = Clock::now() - start;
   EXPECT_EQ(s.code(), ErrorCode::timeout);
   EXPECT_EQ(s.message(),
-            "rank 2: allreduce #17 (f32 x 1048576, sum) timed out after 0.2 s waiting for rank 3");
+            "rank 2: allreduce #17 (f32 x 1048576, sum) Timed out after 0.2 s waiting for rank 3");
   EXPECT_GE(took, milliseconds(200));
   EXPECT_LT(took, milliseconds(700));
 }
@@ -54,7 +54,7 @@ TEST(Context, WholeSecondsAndSendRecv) {
   Context ctx(*t[0], o, fp, pool);
   int32_t a = 1, b = 0;
   Status s = ctx.sendrecv(1, &a, 4, 1, &b, 4, 0);
-  EXPECT_EQ(s.message(), "rank 0: allreduce #1 (f32 x 1, sum) timed out after 1 s waiting for rank 1");
+  EXPECT_EQ(s.message(), "rank 0: allreduce #1 (f32 x 1, sum) Timed out after 1 s waiting for rank 1");
 }
 
 TEST(Context, ExchangesAndReusesRequests) {

@@ -241,7 +241,7 @@ TEST_P(Timeout, MissingRankIsNamed) {
       const Status& s = st[static_cast<size_t>(r)];
       EXPECT_EQ(s.code(), ErrorCode::timeout) << s.to_string();
       EXPECT_TRUE(
-          contains(s, "allreduce #1 (f32 x 1024, sum) timed out after 0.3 s waiting for rank 3"))
+          contains(s, "allreduce #1 (f32 x 1024, sum) Timed out after 0.3 s waiting for rank 3"))
           << s.to_string();
       EXPECT_GE(took[static_cast<size_t>(r)], milliseconds(250));
       EXPECT_LT(took[static_cast<size_t>(r)], milliseconds(300 + 700));
@@ -277,7 +277,7 @@ TEST_P(Timeout, RingEndsEverywhereInBoundedTime) {
     EXPECT_TRUE(s.code() == ErrorCode::timeout || s.code() == ErrorCode::peer_lost)
         << s.to_string();
     any_timeout =
-        any_timeout || contains(s, "allreduce #1 (f32 x 1000, sum) timed out after 0.3 s");
+        any_timeout || contains(s, "allreduce #1 (f32 x 1000, sum) Timed out after 0.3 s");
   }
   EXPECT_TRUE(any_timeout);
 }

@@ -1,20 +1,21 @@
-"""Failures under torch.distributed with backend "weft": a timeout says "Timed out", a killed rank
-makes the others raise a RuntimeError naming it within the timeout, mismatched collectives raise
-on every rank instead of hanging. The driver starts the ranks itself (env:// by hand, as a user
+"""Failures under torch.distributed with backend "weft": a timeout says " Timed out " (torch's own
+barrier-timeout check passes), a killed rank makes the others raise a RuntimeError naming it
+within the timeout, mismatched collectives raise on every rank instead of hanging. The driver starts the ranks itself (env:// by hand, as a user
 without a launcher would) so that a dying rank does not take the job down, and fails if any rank
 misbehaves or the whole thing outlives its limit.
 
-    /usr/bin/python3 tests/python/torch_failure_test.py [timeout|kill|mismatch ...]
+    /usr/bin/python3 tests/python/torch_failure_test.py [timeout|barrier_timeout|kill|mismatch ...]
 """
 import datetime
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 
-MODES = ["timeout", "kill", "mismatch"]
+MODES = ["timeout", "barrier_timeout", "kill", "mismatch"]
 TIMEOUT_S = 3
 
 
@@ -32,6 +33,26 @@ def child(mode):
             print(f"rank {rank}: {mode}: ok", flush=True)
             return 0
         expect_error(lambda: dist.all_reduce(t), "Timed out", TIMEOUT_S + 10)
+    elif mode == "barrier_timeout":
+        # torch 1.13's own check (_test_barrier_timeout in distributed_test.py, written for
+        # gloo): rank 0 alone enters a barrier; the error matches " (Timed out|closed|timeout) "
+        # and comes no earlier than the timeout. weft's text also names the rank and operation.
+        if rank == 1:
+            time.sleep(TIMEOUT_S + 4)
+            print(f"rank {rank}: {mode}: ok", flush=True)
+            return 0
+        expected = time.time() + TIMEOUT_S
+        try:
+            dist.barrier()
+            raise SystemExit("barrier: no error raised")
+        except RuntimeError as e:
+            if not re.search(" (Timed out|closed|timeout) ", str(e)):
+                raise SystemExit(f"barrier: torch's timeout regex does not match: {e}")
+            if "rank 0: barrier #" not in str(e):
+                raise SystemExit(f"barrier: the error does not name rank and operation: {e}")
+            if time.time() < expected - 0.1:
+                raise SystemExit(f"barrier: raised {expected - time.time():.2f} s early")
+            print(f"raised: {str(e).splitlines()[0]}", flush=True)
     elif mode == "kill":
         dist.barrier()
         if rank == 1:

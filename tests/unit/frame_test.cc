@@ -63,7 +63,7 @@ TEST(Frame, RejectsBadMagicVersionTypeAndEnums) {
     const char* expect;
   };
   const Case cases[] = {{0, 'X', "magic"},      {4, kWireVersion + 1, "version"}, {5, 0, "frame type"},
-                        {5, 10, "frame type"},  {6, 13, "kind"},   {7, 8, "dtype"},
+                        {5, 10, "frame type"},  {6, kOpKindCount, "kind"}, {7, 8, "dtype"},
                         {8, 8, "reduce op"},    {9, 1, "reserved"}, {52, 1, "reserved"}};
   for (const Case& c : cases) {
     uint8_t buf[kHeaderBytes];

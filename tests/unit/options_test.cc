@@ -63,11 +63,14 @@ TEST(OptionsSupport, MatchesTheAlgorithmTable) {
       {Algorithm::binomial, {K::broadcast, K::reduce, K::gather, K::scatter, K::barrier}},
       {Algorithm::pairwise, {K::alltoall, K::alltoallv}},
       {Algorithm::dissemination, {K::barrier}},
+      {Algorithm::gather_merge, {K::sparse_allreduce}},
+      {Algorithm::dense, {K::sparse_allreduce}},
   };
   for (int k = 0; k < kOpKindCount; ++k) {
     const auto kind = static_cast<OpKind>(k);
     EXPECT_TRUE(algorithm_supports(Algorithm::automatic, kind));
-    EXPECT_EQ(algorithm_supports(Algorithm::direct, kind), kind != K::send && kind != K::recv);
+    EXPECT_EQ(algorithm_supports(Algorithm::direct, kind),
+              kind != K::send && kind != K::recv && kind != K::sparse_allreduce);
     for (const auto& [a, kinds] : table) {
       EXPECT_EQ(algorithm_supports(a, kind), kinds.count(kind) == 1)
           << to_string(a) << " x " << to_string(kind);
