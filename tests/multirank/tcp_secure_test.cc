@@ -89,8 +89,8 @@ Request message(Request::Kind kind, int peer, uint32_t tag, void* buf, size_t by
 // Makes `size` transports in threads over one store; set-up results in order of rank.
 std::vector<Result<std::unique_ptr<Transport>>> make_all(
     Store& store, BufferPool& pool, int size, const std::function<TcpTransportConfig(int)>& cfg) {
-  std::vector<Result<std::unique_ptr<Transport>>> out(static_cast<size_t>(size),
-                                                      Status(ErrorCode::internal, "not run"));
+  std::vector<Result<std::unique_ptr<Transport>>> out;
+  for (int r = 0; r < size; ++r) out.emplace_back(Status(ErrorCode::internal, "not run"));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] { out[static_cast<size_t>(r)] = make_tcp_transport(cfg(r), store, pool); });
@@ -130,7 +130,8 @@ TEST_P(TcpStrangers, SilentAndGarbageConnectionsDoNotDelaySetup) {
   BufferPool pool;
   const auto key = GetParam() == SecurityMode::off ? nullptr : new_key();
   constexpr int kSize = 3;
-  std::vector<Result<std::unique_ptr<Transport>>> ts(kSize, Status(ErrorCode::internal, "not run"));
+  std::vector<Result<std::unique_ptr<Transport>>> ts;
+  for (int r = 0; r < kSize; ++r) ts.emplace_back(Status(ErrorCode::internal, "not run"));
   const auto start = std::chrono::steady_clock::now();
   std::thread rank0([&] {
     auto cfg = config(0, kSize, GetParam(), key);
