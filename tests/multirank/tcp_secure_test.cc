@@ -88,8 +88,9 @@ void run(Transport& t, Request& r) {
   wait_done(t, r);
 }
 
-Request message(Request::Kind kind, int peer, uint32_t tag, void* buf, size_t bytes) {
-  Request r;
+// Request holds an atomic: filled in place.
+void message(Request& r, Request::Kind kind, int peer, uint32_t tag, void* buf, size_t bytes) {
+  r.reset();
   r.kind = kind;
   r.peer = peer;
   r.tag = p2p_tag(tag);
@@ -97,7 +98,6 @@ Request message(Request::Kind kind, int peer, uint32_t tag, void* buf, size_t by
   r.bytes = bytes;
   r.fp.kind = kind == Request::Kind::send ? OpKind::send : OpKind::recv;
   r.fp.count = bytes;
-  return r;
 }
 
 // Makes `size` transports in threads over one store; set-up results in order of rank.
@@ -171,8 +171,10 @@ TEST_P(TcpStrangers, SilentAndGarbageConnectionsDoNotDelaySetup) {
   EXPECT_LT(took, 5s);
   // The links work.
   uint64_t out = 42, in = 0;
-  Request s = message(Request::Kind::send, 0, 1, &out, sizeof(out));
-  Request r = message(Request::Kind::recv, 2, 1, &in, sizeof(in));
+  Request s;
+  message(s, Request::Kind::send, 0, 1, &out, sizeof(out));
+  Request r;
+  message(r, Request::Kind::recv, 2, 1, &in, sizeof(in));
   std::thread sender([&] { run(*ts[2].value(), s); });
   run(*ts[0].value(), r);
   sender.join();
@@ -246,8 +248,10 @@ TEST_P(TcpSecure, MessagesArriveIntactAndSendBuffersStayUntouched) {
           std::vector<uint8_t> out(bytes), in(bytes, 0), copy;
           for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(i * 7 + me);
           copy = out;
-          Request s = message(Request::Kind::send, to, tag, out.data(), bytes);
-          Request r = message(Request::Kind::recv, from, tag, in.data(), bytes);
+          Request s;
+  message(s, Request::Kind::send, to, tag, out.data(), bytes);
+          Request r;
+  message(r, Request::Kind::recv, from, tag, in.data(), bytes);
           Completion done;
           s.completion = &done;
           r.completion = &done;
@@ -307,6 +311,10 @@ TEST(TcpSecureSetup, ImpostorWithTheStoreButNotTheKeyIsRefused) {
     cfg.options.connect_timeout = 5s;
     impostor = make_tcp_transport(cfg, *impostor_store, pool);
   });
+  // The impostor has published (in its own store) and connects first; rank 0 reads its message 1
+  // once the real rank 1's record is there.
+  ASSERT_TRUE(impostor_store->get_string("tcp/addr/1", 10s).ok());
+  std::this_thread::sleep_for(200ms);
   auto t1 = make_tcp_transport(config(1, 2, SecurityMode::encrypt, key), *store, pool);
   fake.join();
   rank0.join();
@@ -493,16 +501,20 @@ TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
 
   uint64_t out = 0x1122334455667788ull, next = 7, first = 0, second = 0, back = 0;
   // Posted first, so the genuine message is delivered before the replay is read.
-  Request r = message(Request::Kind::recv, 1, 5, &first, sizeof(first));
+  Request r;
+  message(r, Request::Kind::recv, 1, 5, &first, sizeof(first));
   Completion c0;
   post(*t0.value(), r, c0);
-  Request pending1 = message(Request::Kind::recv, 0, 9, &back, sizeof(back));
+  Request pending1;
+  message(pending1, Request::Kind::recv, 0, 9, &back, sizeof(back));
   Completion c1;
   post(*t1.value(), pending1, c1);
   // Two messages: the second makes the cut record's stream go on.
-  Request s = message(Request::Kind::send, 0, 5, &out, sizeof(out));
+  Request s;
+  message(s, Request::Kind::send, 0, 5, &out, sizeof(out));
   run(*t1.value(), s);
-  Request s2 = message(Request::Kind::send, 0, 6, &next, sizeof(next));
+  Request s2;
+  message(s2, Request::Kind::send, 0, 6, &next, sizeof(next));
   run(*t1.value(), s2);
   wait_done(*t0.value(), r);
   if (tamper == Tamper::replay) {
