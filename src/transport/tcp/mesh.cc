@@ -399,6 +399,8 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
     local.emplace(LocalSecurity{c.security, c.job_key, std::move(keypair.value()),
                                 security::cpu_has_aes_acceleration()});
     mesh.crypto.resize(static_cast<size_t>(c.size));
+    log::debug("rank {}: TCP links secured (security={}, {} on this CPU)", c.rank,
+               security::to_string(c.security), local->has_aes ? "AES" : "no AES");
   }
 
   auto ip = select_interface_address(c.interface);
