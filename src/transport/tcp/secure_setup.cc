@@ -106,8 +106,9 @@ Status SecureInitiator::finish(std::span<const uint8_t> message2, LinkCrypto& cr
                                std::vector<uint8_t>& confirm) {
   auto payload = hs_.read_message2(message2);
   if (!payload.ok()) {
-    return payload.status().with_context(
-        fmt::format("handshake with rank {} (is the job key the same on every rank?)", peer_));
+    return Status(payload.status().code(),
+                  fmt::format("{} (is the job key the same on every rank?)",
+                              payload.status().message()));
   }
   if (!payload->empty()) {
     return Status(ErrorCode::protocol,
