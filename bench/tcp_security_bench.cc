@@ -70,20 +70,20 @@ int main(int argc, char** argv) {
     run_ranks(2, [&](int r, Communicator& c) {
       std::vector<float> in(big / sizeof(float), 1.0f), out(in.size());
       float a = 1, b = 0;
-      for (int i = 0; i < 200; ++i) (void)c.allreduce(&a, &b, 2, DataType::f32, ReduceOp::sum);
+      for (int i = 0; i < 200; ++i) (void)c.allreduce(&a, &b, 2, DataType::fp32, ReduceOp::sum);
       std::vector<double> samples;
       for (int rep = 0; rep < 5; ++rep) {
         const auto t0 = Clock::now();
-        for (int i = 0; i < iterations; ++i) (void)c.allreduce(&a, &b, 2, DataType::f32, ReduceOp::sum);
+        for (int i = 0; i < iterations; ++i) (void)c.allreduce(&a, &b, 2, DataType::fp32, ReduceOp::sum);
         samples.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count() /
                           iterations);
       }
       std::sort(samples.begin(), samples.end());
-      (void)c.allreduce(in.data(), out.data(), in.size(), DataType::f32, ReduceOp::sum);
+      (void)c.allreduce(in.data(), out.data(), in.size(), DataType::fp32, ReduceOp::sum);
       std::vector<double> bw;
       for (int rep = 0; rep < 5; ++rep) {
         const auto t0 = Clock::now();
-        (void)c.allreduce(in.data(), out.data(), in.size(), DataType::f32, ReduceOp::sum);
+        (void)c.allreduce(in.data(), out.data(), in.size(), DataType::fp32, ReduceOp::sum);
         const double s = std::chrono::duration<double>(Clock::now() - t0).count();
         bw.push_back(2.0 * (2 - 1) / 2 * static_cast<double>(big) / s / 1e9);
       }
