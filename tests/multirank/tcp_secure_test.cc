@@ -18,6 +18,7 @@
 #include "base/socket.h"
 #include "runtime/buffer_pool.h"
 #include "security/job_key.h"
+#include "test_security.h"
 #include "transport/factory.h"
 #include "transport/tcp/tcp_transport.h"
 #include "weft/store.h"
@@ -29,17 +30,8 @@ using namespace std::chrono_literals;
 using security::SecurityMode;
 constexpr uint64_t kToken = 0x7ec5ec5ec0ffeeull;
 
-// WEFT_TEST_SECURITY=auth|encrypt runs every communicator of this binary over secured TCP links
-// (ctest's "secured." copies of the TCP suites), with one job key for the process.
-const bool kSecuredSuites = [] {
-  const char* mode = std::getenv("WEFT_TEST_SECURITY");
-  if (mode == nullptr || *mode == '\0') return false;
-  auto parsed = security::parse_security_mode(mode);
-  auto key = security::JobKey::generate();
-  if (!parsed || !key.ok()) std::abort();
-  set_tcp_security_for_testing(*parsed, std::make_shared<const security::JobKey>(std::move(key.value())));
-  return true;
-}();
+// Before main: the factory's testing hook is set for every communicator of this binary.
+const bool kSecuredSuites = weft::testing::test_security().mode != SecurityMode::off;
 
 std::shared_ptr<const security::JobKey> new_key() {
   auto key = security::JobKey::generate();
