@@ -66,8 +66,13 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   setup.options = c->options_;
   setup.token = c->token_;
   setup.machine_ranks = machine_ranks;
-  // TODO(issue 21, TCP Noise wiring): hand c->link_security_ (mode + job key) to the transport
-  // here, once TransportSetup has fields for it. Until then links run as security=off.
+  // The TCP links' handshake and records (docs/security.md); shared memory is not affected.
+  switch (c->link_security_.mode) {
+    case Security::auth: setup.security = security::SecurityMode::auth; break;
+    case Security::encrypt: setup.security = security::SecurityMode::encrypt; break;
+    default: setup.security = security::SecurityMode::off; break;
+  }
+  setup.job_key = c->link_security_.key;
   auto built = make_transport(setup, c->store_, *c->pool_);
   if (!built.ok()) return built.status();
   c->transport_ = std::move(built->transport);

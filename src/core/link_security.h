@@ -3,11 +3,10 @@
 // handed down unchanged to every communicator built from it (split, shrink, grow, join, the
 // hierarchy's sub-communicators).
 //
-// THE PLACE FOR THE TCP WIRING: CommunicatorImpl::create (core/communicator_impl.cc) holds it as
-// `link_security_` right where it fills the TransportSetup for make_transport; the Noise wiring
-// copies `mode` and `key` into its TransportSetup fields there. Until then the links ignore it
-// (the store already uses the key: rendezvous/tcp_store_auth.h). Plain value: copy freely; the key
-// is shared read-only and wiped when its last owner goes.
+// CommunicatorImpl::create (core/communicator_impl.cc) holds it as `link_security_` and copies
+// `mode` and `key` into the TransportSetup it gives make_transport: the TCP links run the Noise
+// handshake and records with it (the store uses the key too: rendezvous/tcp_store_auth.h). Plain
+// value: copy freely; the key is shared read-only and wiped when its last owner goes.
 #pragma once
 
 #include <memory>

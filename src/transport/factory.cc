@@ -11,6 +11,23 @@
 #include "transport/tcp/tcp_transport.h"
 
 namespace weft {
+namespace {
+
+struct TestingSecurity {
+  security::SecurityMode mode = security::SecurityMode::off;
+  std::shared_ptr<const security::JobKey> job_key;
+};
+TestingSecurity& testing_security() {
+  static TestingSecurity s;
+  return s;
+}
+
+}  // namespace
+
+void set_tcp_security_for_testing(security::SecurityMode mode,
+                                  std::shared_ptr<const security::JobKey> job_key) {
+  testing_security() = {mode, std::move(job_key)};
+}
 
 Result<BuiltTransport> make_transport(const TransportSetup& setup, std::shared_ptr<Store> store,
                                       BufferPool& pool) {
@@ -88,6 +105,12 @@ Result<BuiltTransport> make_transport(const TransportSetup& setup, std::shared_p
     tc.token = setup.token;
     tc.host_id = options.host_id;
     tc.options = options;
+    tc.security = setup.security;
+    tc.job_key = setup.job_key;
+    if (tc.security == security::SecurityMode::off) {
+      tc.security = testing_security().mode;
+      tc.job_key = testing_security().job_key;
+    }
     return make_tcp_transport(tc, *store, pool);
   };
   if (use_shm) {

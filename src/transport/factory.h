@@ -22,6 +22,8 @@
 #include <span>
 #include <string>
 
+#include "security/job_key.h"
+#include "security/suite.h"
 #include "transport/host_layout.h"
 #include "transport/transport.h"
 #include "weft/options.h"
@@ -36,7 +38,16 @@ struct TransportSetup {
   uint64_t token = 0;  // the communicator's id, agreed by every rank
   // Ranks of the whole job on this machine; 0: count those that published this machine.
   int machine_ranks = 0;
+  // The TCP links' security (docs/security.md): auth or encrypt need the job key, the same on
+  // every rank. Shared memory stays within one user's processes and is not affected.
+  security::SecurityMode security = security::SecurityMode::off;
+  std::shared_ptr<const security::JobKey> job_key;
 };
+
+// Tests only: the security every TCP link built by make_transport uses when its TransportSetup
+// asks for none (how the multi-rank suites run secured until Options carries the setting).
+void set_tcp_security_for_testing(security::SecurityMode mode,
+                                  std::shared_ptr<const security::JobKey> job_key);
 
 struct BuiltTransport {
   std::unique_ptr<Transport> transport;

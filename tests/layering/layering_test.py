@@ -23,7 +23,8 @@ PROBES = [
     ("src/security/noise.cc", "base/fd.h", True),
     ("src/security/noise.cc", "runtime/completion.h", False),  # security depends on base only
     ("src/security/noise.cc", "transport/transport.h", False),
-    ("src/transport/tcp/mesh.cc", "security/record.h", False),  # not wired yet: no dependency
+    ("src/transport/tcp/mesh.cc", "security/record.h", True),  # tcp runs its links secured
+    ("src/transport/shm/segment.cc", "security/record.h", False),  # shm does not depend on it
     ("src/runtime/reactor.cc", "base/log.h", True),
     ("src/collective/ring.cc", "transport/tcp/transport_impl.h", False),  # an implementation
     ("src/collective/ring.cc", "transport/shm/shm_transport.h", False),

@@ -30,6 +30,7 @@
 #include "transport/local/local_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
+#include "test_security.h"
 #include "transport/transport.h"
 #include "weft/store.h"
 #include "weft/options.h"
@@ -136,6 +137,8 @@ inline std::vector<std::unique_ptr<Transport>> make_tcp_transports(int n) {
     cfg.options.eager_threshold = 4096;
     cfg.options.eager_credit_bytes = 64 * 1024;
     cfg.options.connect_timeout = std::chrono::seconds(30);
+    cfg.security = weft::testing::test_security().mode;
+    cfg.job_key = weft::testing::test_security().job_key;
     return make_tcp_transport(cfg, store, pool);
   });
 }

@@ -14,10 +14,13 @@
 #include <fmt/format.h>
 
 #include "base/log.h"
+#include "security/primitives.h"
 #include "transport/tcp/transport_impl.h"
 
 namespace weft::tcp {
 namespace {
+
+using security::kTagBytes;
 
 constexpr size_t kInbufBytes = 64 * 1024;
 // How long a waiting caller polls its peer's sockets before it sleeps in poll().
@@ -203,10 +206,7 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
     c.target += into_target;
     c.remaining -= into_target;
     got -= into_target;
-    if (c.remaining == 0) {
-      c.state = Connection::RecvState::header;
-      WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
-    }
+    if (c.remaining == 0) WEFT_RETURN_IF_ERROR(payload_received(p, c));
   }
   c.in_end += got;
   return process(p, c);
@@ -215,34 +215,111 @@ Status TcpTransport::read_some(Peer& p, Connection& c, bool& again) {
 Status TcpTransport::process(Peer& p, Connection& c) {
   while (!c.closed) {
     size_t avail = c.in_end - c.in_start;
-    if (c.state == Connection::RecvState::header) {
-      if (avail < kHeaderBytes) return Status();
-      auto h = decode_header(c.inbuf.data() + c.in_start, limits_);
-      c.in_start += kHeaderBytes;
-      if (!h.ok()) {
-        return Status(ErrorCode::protocol, fmt::format("rank {}: from rank {}: {}", rank_, p.rank,
-                                                       h.status().message()));
+    switch (c.state) {
+      case Connection::RecvState::header: {
+        const uint8_t* bytes = nullptr;
+        if (!secure_) {
+          if (avail < kHeaderBytes) return Status();
+          bytes = c.inbuf.data() + c.in_start;
+          c.in_start += kHeaderBytes;
+        } else {
+          auto opened = open_header_record(p, c);
+          if (!opened.ok()) return opened.status();
+          if (!opened.value()) return Status();
+          // Authenticated: the header is the record's body, just before its tag (in_start has
+          // moved past the record).
+          bytes = c.inbuf.data() + c.in_start - kTagBytes - kHeaderBytes;
+        }
+        auto h = decode_header(bytes, limits_);
+        if (!h.ok()) {
+          return Status(ErrorCode::protocol, fmt::format("rank {}: from rank {}: {}", rank_,
+                                                         p.rank, h.status().message()));
+        }
+        if (h->comm != comm_) {
+          return Status(ErrorCode::protocol,
+                        fmt::format("rank {}: frame from rank {} belongs to another communicator",
+                                    rank_, p.rank));
+        }
+        c.cur = h.value();
+        WEFT_RETURN_IF_ERROR(on_header(p, c));
+        continue;
       }
-      if (h->comm != comm_) {
-        return Status(ErrorCode::protocol,
-                      fmt::format("rank {}: frame from rank {} belongs to another communicator",
-                                  rank_, p.rank));
+      case Connection::RecvState::payload_record: {
+        if (avail < security::kRecordHeaderBytes) return Status();
+        std::memcpy(c.record_header, c.inbuf.data() + c.in_start, security::kRecordHeaderBytes);
+        c.in_start += security::kRecordHeaderBytes;
+        auto body = c.opener->body_size(std::span<const uint8_t, security::kRecordHeaderBytes>(
+            c.record_header));
+        if (!body.ok()) return record_error(p, c, body.status());
+        if (body.value() != c.remaining || c.target == nullptr) {
+          return record_error(p, c, Status(ErrorCode::protocol,
+                                           fmt::format("a payload record of {} bytes for a frame "
+                                                       "of {}", body.value(), c.remaining)));
+        }
+        c.body = c.target;  // decrypted in place there once the tag is in
+        c.state = Connection::RecvState::payload;
+        continue;
       }
-      c.cur = h.value();
-      WEFT_RETURN_IF_ERROR(on_header(p, c));
-      continue;
+      case Connection::RecvState::payload: {
+        if (avail == 0) return Status();
+        size_t take = std::min(avail, c.remaining);
+        if (c.target != nullptr) std::memcpy(c.target, c.inbuf.data() + c.in_start, take);
+        c.target += take;
+        c.remaining -= take;
+        c.in_start += take;
+        if (c.remaining > 0) return Status();
+        WEFT_RETURN_IF_ERROR(payload_received(p, c));
+        continue;
+      }
+      case Connection::RecvState::payload_tag: {
+        if (avail < kTagBytes) return Status();
+        const uint8_t* tag = c.inbuf.data() + c.in_start;
+        c.in_start += kTagBytes;
+        Status st = c.opener->open(
+            std::span<const uint8_t, security::kRecordHeaderBytes>(c.record_header),
+            std::span<uint8_t>(c.body, c.cur.length), std::span<const uint8_t, kTagBytes>(tag,
+                                                                                    kTagBytes));
+        if (!st.ok()) return record_error(p, c, st);
+        c.state = Connection::RecvState::header;
+        WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
+        continue;
+      }
     }
-    if (avail == 0) return Status();
-    size_t take = std::min(avail, c.remaining);
-    if (c.target != nullptr) std::memcpy(c.target, c.inbuf.data() + c.in_start, take);
-    c.target += take;
-    c.remaining -= take;
-    c.in_start += take;
-    if (c.remaining > 0) return Status();
-    c.state = Connection::RecvState::header;
-    WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
   }
   return Status();
+}
+
+Status TcpTransport::payload_received(Peer& p, Connection& c) {
+  if (secure_) {
+    c.state = Connection::RecvState::payload_tag;
+    return Status();
+  }
+  c.state = Connection::RecvState::header;
+  return on_payload_done(p, c);
+}
+
+Result<bool> TcpTransport::open_header_record(Peer& p, Connection& c) {
+  constexpr size_t kRecord = security::sealed_size(kHeaderBytes);
+  if (c.in_end - c.in_start < security::kRecordHeaderBytes) return false;
+  uint8_t* record = c.inbuf.data() + c.in_start;
+  auto body = c.opener->body_size(
+      std::span<const uint8_t, security::kRecordHeaderBytes>(record, security::kRecordHeaderBytes));
+  if (!body.ok()) return record_error(p, c, body.status());
+  if (body.value() != kHeaderBytes) {
+    return record_error(p, c, Status(ErrorCode::protocol,
+                                     fmt::format("a record of {} bytes where a frame header "
+                                                 "was expected", body.value())));
+  }
+  if (c.in_end - c.in_start < kRecord) return false;
+  auto opened = c.opener->open(std::span<uint8_t>(record, kRecord));
+  if (!opened.ok()) return record_error(p, c, opened.status());
+  c.in_start += kRecord;
+  return true;
+}
+
+Status TcpTransport::record_error(const Peer& p, const Connection& c, const Status& st) const {
+  return Status(ErrorCode::protocol, fmt::format("rank {}: from rank {} (socket {}): {}", rank_,
+                                                 p.rank, c.index, st.message()));
 }
 
 Status TcpTransport::check_collective(Peer& p, const FrameHeader& h) {
@@ -361,7 +438,7 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
       return Status();  // counted as arrival in read_some like every other byte
   }
   if (c.remaining > 0) {
-    c.state = Connection::RecvState::payload;
+    c.state = secure_ ? Connection::RecvState::payload_record : Connection::RecvState::payload;
     return Status();
   }
   return on_payload_done(p, c);

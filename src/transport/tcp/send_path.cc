@@ -16,6 +16,8 @@ namespace {
 
 constexpr size_t kMinSegment = 256 * 1024;  // smallest DATA segment worth its own socket
 constexpr int kMaxIov = 64;
+// Secured links: how many sealed bytes flush() prepares ahead of what the socket took.
+constexpr size_t kSealAhead = size_t{8} << 20;
 
 }  // namespace
 
@@ -29,12 +31,44 @@ void TcpTransport::enqueue(Peer& p, Connection& c, const FrameHeader& h, const v
   f.req = r;
 }
 
+Status TcpTransport::seal_frame(Peer& p, Connection& c, OutFrame& f) {
+  (void)p;
+  const size_t header_record = security::sealed_size(kHeaderBytes);
+  f.sealed_len = header_record + (f.payload_len > 0 ? security::sealed_size(f.payload_len) : 0);
+  f.sealed = std::make_unique_for_overwrite<uint8_t[]>(f.sealed_len);
+  // Read from the frame's header and the caller's buffer; written only to f.sealed.
+  Status st = c.sealer->seal(security::Bytes(f.header, kHeaderBytes),
+                             std::span<uint8_t>(f.sealed.get(), header_record));
+  if (st.ok() && f.payload_len > 0) {
+    st = c.sealer->seal(security::Bytes(f.payload, f.payload_len),
+                        std::span<uint8_t>(f.sealed.get() + header_record,
+                                           f.sealed_len - header_record));
+  }
+  if (!st.ok()) {
+    f.sealed.reset();
+    return st.with_context(fmt::format("rank {}: sealing a frame to rank {}", rank_, c.peer));
+  }
+  return Status();
+}
+
 Status TcpTransport::flush(Peer& p, Connection& c) {
   if (c.closed || c.send_broken) return Status();
   while (!c.outq.empty()) {
     iovec iov[kMaxIov];
     int n = 0;
-    for (auto it = c.outq.begin(); it != c.outq.end() && n + 2 <= kMaxIov; ++it) {
+    size_t ahead = 0;
+    for (auto it = c.outq.begin(); secure_ && it != c.outq.end() && n < kMaxIov; ++it) {
+      // Sealed in queue order (the record counter is the order on the wire), a bounded amount
+      // ahead of the socket.
+      if (it->sealed == nullptr) {
+        if (ahead >= kSealAhead) break;
+        WEFT_RETURN_IF_ERROR(seal_frame(p, c, *it));
+      }
+      size_t skip = it == c.outq.begin() ? it->written : 0;
+      iov[n++] = {it->sealed.get() + skip, it->sealed_len - skip};
+      ahead += it->sealed_len - skip;
+    }
+    for (auto it = c.outq.begin(); !secure_ && it != c.outq.end() && n + 2 <= kMaxIov; ++it) {
       size_t skip = it == c.outq.begin() ? it->written : 0;
       if (skip < kHeaderBytes) {
         iov[n++] = {it->header + skip, kHeaderBytes - skip};
@@ -92,7 +126,7 @@ Status TcpTransport::flush(Peer& p, Connection& c) {
     size_t left = static_cast<size_t>(w);
     while (left > 0) {
       OutFrame& f = c.outq.front();
-      size_t total = kHeaderBytes + f.payload_len;
+      size_t total = secure_ ? f.sealed_len : kHeaderBytes + f.payload_len;
       size_t take = std::min(left, total - f.written);
       f.written += take;
       left -= take;
@@ -141,6 +175,7 @@ void TcpTransport::start_data(Peer& p, Request* r) {
   size_t segments = std::max<size_t>(1, std::min(nconn, r->bytes / kMinSegment));
   size_t per = (r->bytes + segments - 1) / segments;
   per = (per + 4095) & ~size_t{4095};
+  per = std::min<size_t>(per, max_frame_payload_);  // secured: one record per frame
   r->parts_left = 0;
   for (size_t off = 0, i = 0; off < r->bytes; off += per, ++i) r->parts_left++;
   const auto* base = static_cast<const uint8_t*>(r->buf);
@@ -215,7 +250,8 @@ void TcpTransport::post_send(Request* r) {
     h.comm = comm_;
     h.tag = r->tag;
     h.fp = r->fp;
-    if (r->bytes <= options_.eager_threshold && r->bytes <= p.send_credits) {
+    if (r->bytes <= options_.eager_threshold && r->bytes <= p.send_credits &&
+        r->bytes <= max_frame_payload_) {
       p.send_credits -= r->bytes;
       h.type = FrameType::eager;
       h.length = r->bytes;

@@ -14,13 +14,22 @@
 #include "transport/tcp/transport_impl.h"
 
 namespace weft::tcp {
+namespace {
+
+// The largest payload of one frame on a secured link (one record; records may be 16 MiB).
+constexpr uint64_t kSecureFramePayload = uint64_t{4} << 20;
+static_assert(kSecureFramePayload + kHeaderBytes <= security::RecordLimits{}.max_record);
+
+}  // namespace
 
 TcpTransport::TcpTransport(const TcpTransportConfig& config, BufferPool& pool)
     : rank_(config.rank),
       size_(config.size),
       comm_(static_cast<uint32_t>(config.token)),
       options_(config.options),
-      pool_(pool) {
+      pool_(pool),
+      secure_(config.security != security::SecurityMode::off),
+      max_frame_payload_(secure_ ? kSecureFramePayload : UINT64_MAX) {
   limits_.max_eager = options_.eager_threshold;
   for (int r = 0; r < size_; ++r) {
     auto p = std::make_unique<Peer>(matcher_, r);
@@ -36,7 +45,8 @@ TcpTransport::~TcpTransport() {
   reactors_.clear();  // joins the threads; nothing references the peers after this
 }
 
-Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
+Status TcpTransport::start(std::vector<std::vector<Fd>> sockets,
+                           std::vector<std::vector<LinkCrypto>> crypto) {
   wake_ = Fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!wake_.valid()) return errno_status("eventfd");
   int nreactors = std::max(1, std::min(options_.reactor_threads, std::max(1, size_ - 1)));
@@ -55,6 +65,15 @@ Status TcpTransport::start(std::vector<std::vector<Fd>> sockets) {
       c->fd = std::move(sockets[r][i]);
       c->peer = r;
       c->index = static_cast<int>(i);
+      if (secure_) {
+        if (r >= static_cast<int>(crypto.size()) || i >= crypto[r].size() ||
+            !crypto[r][i].sealer || !crypto[r][i].opener) {
+          return Status(ErrorCode::internal, "secured socket without its record layer");
+        }
+        c->sealer = std::move(crypto[r][i].sealer);
+        MutexLock lock(c->read_mu);  // nobody else sees it yet; for the analysis
+        c->opener = std::move(crypto[r][i].opener);
+      }
       p.conns.push_back(std::move(c));
     }
   }
@@ -221,8 +240,11 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
     c->state = Connection::RecvState::header;
     c->remaining = 0;
     // Every socket carries the error before its end, so whichever the peer reads first explains.
+    // (Secured: only while nothing queued was sealed, else the error's record would overtake
+    // records the peer expects first.)
     bool can_tell = tell_peer && !c->closed && !c->eof &&
-                    (c->outq.empty() || c->outq.front().written == 0);
+                    (c->outq.empty() ||
+                     (c->outq.front().written == 0 && c->outq.front().sealed == nullptr));
     if (can_tell) {
       // Best effort: the peers learn why, instead of only seeing the connection drop.
       std::string text = status.message().substr(0, kMaxErrorText);
@@ -234,8 +256,19 @@ void TcpTransport::drain_peer(Peer& p, const Status& status, bool tell_peer) {
       h.length = text.size();
       encode_header(h, buf);
       std::memcpy(buf + kHeaderBytes, text.data(), text.size());
-      [[maybe_unused]] ssize_t w =
-          ::send(c->fd.get(), buf, kHeaderBytes + text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      [[maybe_unused]] ssize_t w = -1;
+      if (!secure_) {
+        w = ::send(c->fd.get(), buf, kHeaderBytes + text.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      } else {
+        // The same frame as records: the header record, then the text's.
+        OutFrame f;
+        std::memcpy(f.header, buf, kHeaderBytes);
+        f.payload = buf + kHeaderBytes;
+        f.payload_len = text.size();
+        if (seal_frame(p, *c, f).ok()) {
+          w = ::send(c->fd.get(), f.sealed.get(), f.sealed_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+      }
       log::debug("rank {}: told rank {} on socket {} ({} bytes sent)", rank_, p.rank, c->index, w);
     } else {
       log::debug("rank {}: could not tell rank {} on socket {} (tell={} closed={} eof={} queued={})",
@@ -399,12 +432,15 @@ Result<std::unique_ptr<Transport>> make_tcp_transport(const TcpTransportConfig& 
   mesh.host_id = config.host_id;
   mesh.interface = config.options.interface;
   mesh.deadline = std::chrono::steady_clock::now() + config.options.connect_timeout;
+  mesh.stranger_timeout = config.stranger_timeout;
+  mesh.security = config.security;
+  mesh.job_key = config.job_key;
   auto connected = tcp::connect_mesh(store, mesh);
   if (!connected.ok()) return connected.status();
   auto t = std::make_unique<tcp::TcpTransport>(config, pool);
   // Polling sockets before sleeping only pays when every rank of this host has a core to itself.
   t->set_spin(connected->local_ranks <= usable_cpus());
-  WEFT_RETURN_IF_ERROR(t->start(std::move(connected->sockets)));
+  WEFT_RETURN_IF_ERROR(t->start(std::move(connected->sockets), std::move(connected->crypto)));
   return std::unique_ptr<Transport>(std::move(t));
 }
 

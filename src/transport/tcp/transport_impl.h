@@ -19,6 +19,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -27,7 +28,9 @@
 #include "runtime/buffer_pool.h"
 #include "runtime/reactor.h"
 #include "transport/matching.h"
+#include "security/record.h"
 #include "transport/tcp/frame.h"
+#include "transport/tcp/mesh.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace weft::tcp {
@@ -42,6 +45,10 @@ struct OutFrame {
   size_t written = 0;       // of header + payload
   Request* req = nullptr;   // counts down req->parts_left when fully written
   std::string text;         // owned payload (error frames)
+  // Secured links: the frame as records (header record, then the payload record if any),
+  // sealed by flush() in queue order just before it is written; `written` then counts these.
+  std::unique_ptr<uint8_t[]> sealed;
+  size_t sealed_len = 0;
 };
 
 // A message that arrived before its receive was posted: the engine's Parked record holds its tag,
@@ -71,6 +78,7 @@ struct Connection {
   std::deque<OutFrame> outq;
   bool want_out = false;  // EPOLLOUT is registered (only while frames wait for buffer space)
   bool send_broken = false;  // a write failed because the peer closed: its reads decide the error
+  std::optional<security::RecordSealer> sealer;  // secured links (send side: the peer mutex)
   // EPOLLIN is registered: false while an operation's thread reads the sockets itself, so that
   // arrivals do not also wake the reactor thread (on an oversubscribed host every such wake-up
   // takes a core from a rank with work to do).
@@ -78,8 +86,10 @@ struct Connection {
   // The queue is blocked (socket full) while an operation's thread owns progress: that thread
   // writes the rest from its wait loop instead of the reactor (set under the peer mutex).
   std::atomic<bool> out_blocked{false};
-  // Receive side.
-  enum class RecvState { header, payload };
+  // Receive side. Secured links read each frame as its header record (state header), then,
+  // if it has a payload, the payload record's length (payload_record), its body straight
+  // into the destination (payload) and its tag (payload_tag), and open the body in place.
+  enum class RecvState { header, payload_record, payload, payload_tag };
   RecvState state GUARDED_BY(read_mu) = RecvState::header;
   std::vector<uint8_t> inbuf GUARDED_BY(read_mu);
   size_t in_start GUARDED_BY(read_mu) = 0;
@@ -93,6 +103,9 @@ struct Connection {
   Request* cur_req GUARDED_BY(read_mu) = nullptr;
   Unexpected* cur_unexp GUARDED_BY(read_mu) = nullptr;  // eager parked
   std::string err_text GUARDED_BY(read_mu);             // error frame payload
+  std::optional<security::RecordOpener> opener GUARDED_BY(read_mu);  // secured links
+  uint8_t record_header[security::kRecordHeaderBytes] GUARDED_BY(read_mu) = {};
+  uint8_t* body GUARDED_BY(read_mu) = nullptr;  // where the payload record's body lands
 };
 
 // The epoll interest a connection's state asks for (peer mutex held).
@@ -135,7 +148,7 @@ class TcpTransport final : public Transport {
   TcpTransport(const TcpTransportConfig& config, BufferPool& pool);
   ~TcpTransport() override;
 
-  Status start(std::vector<std::vector<Fd>> sockets);
+  Status start(std::vector<std::vector<Fd>> sockets, std::vector<std::vector<LinkCrypto>> crypto);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -178,6 +191,8 @@ class TcpTransport final : public Transport {
   void enqueue(Peer& p, Connection& c, const FrameHeader& h, const void* payload, Request* r)
       REQUIRES(p.mu);
   Status flush(Peer& p, Connection& c) REQUIRES(p.mu);
+  // Secured links: seals frame f (the next unsealed one of c's queue) into f.sealed.
+  Status seal_frame(Peer& p, Connection& c, OutFrame& f) REQUIRES(p.mu);
   void send_cts(Peer& p, uint64_t msg_id) REQUIRES(p.mu);
   void start_data(Peer& p, Request* r) REQUIRES(p.mu);
   void maybe_return_credits(Peer& p) REQUIRES(p.mu);
@@ -190,6 +205,11 @@ class TcpTransport final : public Transport {
   Status process(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
   Status on_header(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
   Status on_payload_done(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  // The payload's last byte arrived: delivered at once (clear), or after its tag (secured).
+  Status payload_received(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
+  // Secured links: the header record at the front of inbuf, opened; false while incomplete.
+  Result<bool> open_header_record(Peer& p, Connection& c) REQUIRES(c.read_mu);
+  Status record_error(const Peer& p, const Connection& c, const Status& st) const;
   Status check_collective(Peer& p, const FrameHeader& h) EXCLUDES(fp_mu_);
   Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
   void deliver_unexpected(Peer& p, Unexpected* u, Request* r) REQUIRES(p.mu);
@@ -210,6 +230,10 @@ class TcpTransport final : public Transport {
   const Options options_;
   BufferPool& pool_;
   FrameLimits limits_;
+  // Secured links (fixed at construction): every frame travels as records; the largest payload
+  // one frame carries (one record), so eager and data frames are cut to it.
+  const bool secure_;
+  const uint64_t max_frame_payload_;
   std::vector<std::unique_ptr<Reactor>> reactors_;
   // Receives from any peer and the counters over all peers' queues (parked collective messages,
   // eager bytes staged); declared before the peers, whose queues refer to it.
