@@ -242,7 +242,7 @@ Status gather_merge(Context& ctx, const CollectiveArgs& a, Local& l, const std::
     displs[r] = total;
     total += counts[r];
   }
-  auto* buf = static_cast<std::byte*>(ctx.scratch(total));
+  WEFT_ASSIGN_OR_RETURN(std::byte* buf, ctx.scratch(total));
   sort_rows(a, l);
   std::byte* own = buf + displs[static_cast<size_t>(me)];
   coalesce_into(a, l, row_bytes, own);
@@ -292,8 +292,9 @@ Status gather_merge(Context& ctx, const CollectiveArgs& a, Local& l, const std::
 
 Status dense(Context& ctx, const CollectiveArgs& a, size_t row_bytes) {
   const size_t words = a.num_rows / 64 + (a.num_rows % 64 != 0 ? 1 : 0);
-  auto* bits = static_cast<uint64_t*>(ctx.scratch(words * sizeof(uint64_t)));
-  auto* table = static_cast<std::byte*>(ctx.scratch(a.num_rows * row_bytes));
+  WEFT_ASSIGN_OR_RETURN(std::byte* bit_bytes, ctx.scratch(words * sizeof(uint64_t)));
+  auto* bits = reinterpret_cast<uint64_t*>(bit_bytes);
+  WEFT_ASSIGN_OR_RETURN(std::byte* table, ctx.scratch(a.num_rows * row_bytes));
   if (words > 0) std::memset(bits, 0, words * sizeof(uint64_t));
   if (row_bytes > 0 && a.num_rows > 0) std::memset(table, 0, a.num_rows * row_bytes);
   const auto* values = static_cast<const std::byte*>(a.send);
