@@ -115,7 +115,9 @@ if [ -n "$first_large" ]; then
 fi
 # Thousands of calls: runs of a few hundred sub-microsecond calls are mostly start-up skew.
 latency=(-b 8 -e 8 -f 2 -n "$latency_iters" -w 200)
-launch() { WEFT_TRANSPORT="$transport" "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
+# Plaintext links, as Open MPI's and Gloo's: `weft run` jobs encrypt their TCP links by default
+# (docs/security.md); the cost of that is measured by the security benchmarks, not here.
+launch() { WEFT_SECURITY=off WEFT_TRANSPORT="$transport" "$weft" run -n "$ranks" --timeout "$limit" -- "$@"; }
 for round in $(seq 1 "$rounds"); do
   # Gloo's FileStore wants existing, empty directories.
   rm -rf "$store_dir/lat" && mkdir -p "$store_dir/lat"
