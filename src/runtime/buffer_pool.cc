@@ -11,6 +11,7 @@ namespace {
 
 constexpr size_t kMinClassBytes = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
+constexpr size_t kMaxBufferBytes = size_t{1} << 52;
 
 // nullptr when memory is exhausted.
 void* allocate(size_t class_bytes) {
@@ -46,8 +47,9 @@ void* BufferPool::acquire(size_t bytes) {
 
 void* BufferPool::try_acquire(size_t bytes) {
   if (bytes == 0) return nullptr;
-  // Beyond any size class (and any memory): bit_ceil would overflow.
-  if (bytes > (SIZE_MAX >> 1) + 1) return nullptr;
+  // Beyond any address space (user space is 47-52 bits on x86-64 and arm64): refused here, not
+  // by the allocator (sanitizer allocators abort on such requests instead of failing them).
+  if (bytes > kMaxBufferBytes) return nullptr;
   const int idx = class_index(bytes);
   {
     MutexLock lock(mu_);
