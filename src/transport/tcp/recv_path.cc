@@ -324,7 +324,6 @@ Status TcpTransport::record_error(const Peer& p, const Connection& c, const Stat
 
 Status TcpTransport::check_collective(Peer& p, const FrameHeader& h) {
   if (!is_collective(h.tag)) return Status();
-  MutexLock lock(fp_mu_);
   return collective_mismatch(rank_, current_, p.rank, h.fp);
 }
 
@@ -345,6 +344,12 @@ Status TcpTransport::on_header(Peer& p, Connection& c) {
                     fmt::format("rank {}: unexpected HELLO from rank {}", rank_, p.rank));
     case FrameType::eager:
     case FrameType::rts: {
+      // fp_mu_ from the check until the message is parked or matched: begin_operation (which
+      // holds it while it installs the next operation and checks what is parked) then sees the
+      // message parked, or this check sees the new operation. Released between the two, a
+      // message of an earlier operation could be checked against the old one and parked after
+      // begin_operation looked, and its mismatch would only show as a timeout.
+      MutexLock fp_lock(fp_mu_);
       WEFT_RETURN_IF_ERROR(check_collective(p, h));
       uint64_t bytes = h.type == FrameType::eager ? h.length : h.offset;
       MutexLock lock(p.mu);

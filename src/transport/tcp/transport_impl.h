@@ -210,7 +210,7 @@ class TcpTransport final : public Transport {
   // Secured links: the header record at the front of inbuf, opened; false while incomplete.
   Result<bool> open_header_record(Peer& p, Connection& c) REQUIRES(c.read_mu);
   Status record_error(const Peer& p, const Connection& c, const Status& st) const;
-  Status check_collective(Peer& p, const FrameHeader& h) EXCLUDES(fp_mu_);
+  Status check_collective(Peer& p, const FrameHeader& h) REQUIRES(fp_mu_);
   Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
   void deliver_unexpected(Peer& p, Unexpected* u, Request* r) REQUIRES(p.mu);
   // transport_impl.cc
