@@ -4,22 +4,31 @@
 # with 2 and 4 ranks, the two builds interleaved run by run (before, after, before, ...), ROUNDS
 # rounds; prints the median time of each side, its range and after/before. For changes that must
 # not move performance (a refactor): compare the ratio with the spread of the before runs.
+# TCP links run plaintext (WEFT_SECURITY=off) on both sides, so builds from before the security
+# layer compare like with like.
 #
 #   bench/ab_compare.sh BEFORE_WEFT AFTER_WEFT [ROUNDS]
 #
 # BEFORE_WEFT and AFTER_WEFT are `weft` binaries (tools/weft of two Release builds, e.g. one of a
 # `git worktree` at the old commit). Rows are kept in $AB_OUT (default: a temporary folder).
 set -euo pipefail
-if [ $# -lt 2 ]; then sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
+if [ $# -lt 2 ]; then sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2; fi
 before=$1 after=$2 rounds=${3:-15}
 out=${AB_OUT:-$(mktemp -d)}
 mkdir -p "$out"
 rows=$out/rows.txt
 : >"$rows"
+# "WEFT_SECURITY=off" for a build that knows the variable (builds before it refuse it).
+plaintext_env() {
+  if WEFT_SECURITY=off "$1" run -n 1 -- "$1" bench allreduce -b 8 -e 8 -n 1 -w 0 >/dev/null 2>&1
+  then echo WEFT_SECURITY=off; fi
+}
+before_env=$(plaintext_env "$before") after_env=$(plaintext_env "$after")
 run() {  # tag binary transport ranks bench-args...
-  local tag=$1 exe=$2 tr=$3 n=$4
+  local tag=$1 exe=$2 tr=$3 n=$4 extra=$before_env
   shift 4
-  WEFT_TRANSPORT=$tr "$exe" run -n "$n" -- "$exe" bench allreduce "$@" 2>/dev/null |
+  [ "$exe" = "$after" ] && extra=$after_env
+  env $extra WEFT_TRANSPORT=$tr "$exe" run -n "$n" -- "$exe" bench allreduce "$@" 2>/dev/null |
     grep -E '^\[0\] +[0-9]' | awk -v t="$tag" '{print t, $2, $7, $9}' >>"$rows"
 }
 for r in $(seq 1 "$rounds"); do

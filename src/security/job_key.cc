@@ -122,24 +122,29 @@ Result<JobKey> read_job_key_file(const std::string& path) {
   return read_job_key_fd(fd.get(), "file " + path);
 }
 
-Status write_job_key_file(const std::string& path, const JobKey& key) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
-  if (!fd.valid()) return errno_status("job key file " + path + ": create");
+Status write_job_key_fd(int fd, const JobKey& key, std::string_view name) {
   // The umask can only narrow 0600; fchmod makes the mode exact regardless.
-  if (fchmod(fd.get(), 0600) != 0) return errno_status("job key file " + path + ": fchmod");
+  if (fchmod(fd, 0600) != 0) return errno_status("job key " + std::string(name) + ": fchmod");
   std::string text = key.to_file_text();
   size_t done = 0;
   Status status;
   while (done < text.size()) {
-    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      status = errno_status("job key file " + path + ": write");
+      status = errno_status("job key " + std::string(name) + ": write");
       break;
     }
     done += static_cast<size_t>(n);
   }
   wipe(text.data(), text.size());
+  return status;
+}
+
+Status write_job_key_file(const std::string& path, const JobKey& key) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+  if (!fd.valid()) return errno_status("job key file " + path + ": create");
+  Status status = write_job_key_fd(fd.get(), key, "file " + path);
   if (status.ok() && ::fsync(fd.get()) != 0) status = errno_status("job key file " + path + ": fsync");
   if (!status.ok()) ::unlink(path.c_str());
   return status;

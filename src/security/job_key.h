@@ -53,6 +53,9 @@ Result<JobKey> read_job_key_fd(int fd, std::string_view name);
 // Creates `path` with mode 0600 (O_EXCL: an existing file is an error, never overwritten) and
 // writes the key in the file format.
 Status write_job_key_file(const std::string& path, const JobKey& key);
+// Sets fd's mode to 0600 and writes the key in the file format at its offset (`name` is for
+// errors). For a memfd the key's owner hands to its children.
+Status write_job_key_fd(int fd, const JobKey& key, std::string_view name);
 // The value of WEFT_AUTH_KEY_FILE (null or empty: no key, nullopt) -> the key it names.
 Result<std::optional<JobKey>> job_key_from_variable(const char* value);
 

@@ -366,7 +366,8 @@ class Matcher {
   size_t any_posted() const { return any_count_.load(std::memory_order_relaxed); }
   // Parked messages of collectives: begin_operation need not look at any peer while it is 0.
   // A hint, like a scan under the peer locks: a message parked while begin_operation runs is
-  // checked by its arrival path only (against whichever operation that path read).
+  // checked by its arrival path against whichever operation that path read (see the end of this
+  // file for how each transport closes that window).
   int64_t parked_collectives() const { return parked_collectives_.load(std::memory_order_acquire); }
   // Bytes in staging memory now (PeerQueues::staged_bytes summed), and the most at once.
   uint64_t staged_bytes() const { return staged_now_.load(std::memory_order_relaxed); }
@@ -457,8 +458,13 @@ class Matcher {
 //    offer): PeerQueues in each Peer, named by the rank messages call it (Request::peer).
 //  - Local (local/), Arrival = Envelope: one mailbox lock guards a rank's PeerQueues of every
 //    sender; no receives from any peer.
-// All three check parked collective messages in begin_operation only while parked_collectives()
-// is not 0, and on failure drain() every peer and close_any().
+// All three check parked collective messages in begin_operation (TCP and shm only while
+// parked_collectives() is not 0), and on failure drain() every peer and close_any(). A message checked on arrival
+// against the operation before and parked just after begin_operation read that count would be
+// seen by neither check: TCP holds fp_mu_ from the arrival check until the message is parked
+// (begin_operation stores the new operation under it); shm keeps begin_operation lock-free and
+// checks parked messages again when a waiter goes to sleep (ShmTransport::parked_mismatch);
+// local checks, parks and begins operations under the mailbox lock.
 //
 // Adopting the engine changed two ambiguous-order cases of TCP and shm toward the rules above
 // (and MPI): a receive from any peer posted before a receive for one peer now takes that peer's

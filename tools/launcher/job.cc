@@ -1,8 +1,10 @@
 #include "tools/launcher/job.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -37,33 +39,27 @@ uint64_t tag(Source s, int rank = 0) {
   return (static_cast<uint64_t>(s) << 32) | static_cast<uint32_t>(rank);
 }
 
-// The job key `weft run` makes when the user gave none: a file of mode 0600 in a private (0700)
-// temporary directory, both removed when the job ends.
-class KeyDir {
+// The job key `weft run` makes when the user gave none: an anonymous file in memory (memfd, mode
+// 0600, sealed) that the ranks inherit and read as /proc/self/fd/N. Nothing of it is left on a
+// file system, whatever ends the launcher (SIGKILL included).
+class KeyMemfd {
  public:
-  KeyDir() = default;
-  KeyDir(const KeyDir&) = delete;
-  KeyDir& operator=(const KeyDir&) = delete;
-  ~KeyDir() {
-    if (!file_.empty()) ::unlink(file_.c_str());
-    if (!dir_.empty()) ::rmdir(dir_.c_str());
-  }
-
   Status create(const security::JobKey& key) {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/weft-run-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) return errno_status("mkdtemp " + pattern);
-    dir_ = pattern;
-    std::string file = dir_ + "/job.key";
-    WEFT_RETURN_IF_ERROR(security::write_job_key_file(file, key));
-    file_ = std::move(file);
+    fd_ = Fd(::memfd_create("weft-job-key", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    if (!fd_.valid()) return errno_status("memfd_create for the job key");
+    WEFT_RETURN_IF_ERROR(security::write_job_key_fd(fd_.get(), key, "memfd"));
+    if (::fcntl(fd_.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) !=
+        0) {
+      return errno_status("sealing the job key memfd");
+    }
     return Status::success();
   }
-  const std::string& file() const { return file_; }
+  int fd() const { return fd_.get(); }
+  // The name a rank opens: the descriptor has the same number in every rank.
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd_.get()); }
 
  private:
-  std::string dir_, file_;
+  Fd fd_;
 };
 
 struct RankSlot {
@@ -102,7 +98,7 @@ class JobRunner {
   Fd signal_fd_;
   Fd job_timer_;
   Fd grace_timer_;
-  KeyDir key_dir_;  // declared before store_: the store stops first
+  KeyMemfd key_fd_;
   std::shared_ptr<const security::JobKey> job_key_;
   std::string key_variable_;  // "WEFT_AUTH_KEY_FILE=..." for the ranks; empty: they inherit it
   std::unique_ptr<TcpStoreServer> store_;
@@ -162,8 +158,8 @@ Status JobRunner::set_up() {
   return Status::success();
 }
 
-// The user's WEFT_AUTH_KEY_FILE when set (the ranks inherit it), else a fresh key in a private
-// temporary file whose name the ranks get.
+// The user's WEFT_AUTH_KEY_FILE when set (the ranks inherit it), else a fresh key in a memfd the
+// ranks inherit.
 Status JobRunner::make_job_key() {
   const char* given = std::getenv(security::kAuthKeyFileVariable);
   if (given != nullptr && *given != '\0') {
@@ -174,9 +170,9 @@ Status JobRunner::make_job_key() {
   }
   Result<security::JobKey> key = security::JobKey::generate();
   if (!key.ok()) return key.status().with_context("making the job key");
-  WEFT_RETURN_IF_ERROR(key_dir_.create(key.value()));
+  WEFT_RETURN_IF_ERROR(key_fd_.create(key.value()));
   job_key_ = std::make_shared<const security::JobKey>(std::move(key).value());
-  key_variable_ = std::string(security::kAuthKeyFileVariable) + "=" + key_dir_.file();
+  key_variable_ = std::string(security::kAuthKeyFileVariable) + "=" + key_fd_.path();
   return Status::success();
 }
 
@@ -236,6 +232,7 @@ Status JobRunner::start_rank(size_t r, bool joining) {
   request.env = base_environment(own);
   request.env.insert(request.env.end(), own.begin(), own.end());
   request.inherit_stdin = rank == 0 && !joining;
+  request.keep_fd = key_fd_.fd();
   request.signal_mask = signals_.old_mask();
   request.default_signals = signals_.child_defaults();
   Result<RankProcess> process = RankProcess::spawn(request);

@@ -88,6 +88,10 @@ std::vector<std::string> program_candidates(const std::string& name) {
     if (null_fd < 0 || ::dup2(null_fd, STDIN_FILENO) < 0) fail(errno);
   }
   if (::dup2(out_fd, STDOUT_FILENO) < 0 || ::dup2(err_fd, STDERR_FILENO) < 0) fail(errno);
+  if (request.keep_fd > STDERR_FILENO) {
+    const int flags = ::fcntl(request.keep_fd, F_GETFD);
+    if (flags < 0 || ::fcntl(request.keep_fd, F_SETFD, flags & ~FD_CLOEXEC) != 0) fail(errno);
+  }
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sigismember(&request.default_signals, sig) == 1) ::signal(sig, SIG_DFL);
   }

@@ -21,6 +21,7 @@ struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH
   std::vector<std::string> env;   // the complete environment, "NAME=value"
   bool inherit_stdin = false;     // otherwise stdin is /dev/null
+  int keep_fd = -1;  // a descriptor the program inherits at its number (others are close-on-exec)
   sigset_t signal_mask;           // the mask the child starts with (the launcher blocks some)
   sigset_t default_signals;       // reset to SIG_DFL in the child (those the launcher ignores)
 };

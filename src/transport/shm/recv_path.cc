@@ -165,6 +165,17 @@ Status ShmTransport::check_collective(const Peer& p, uint64_t tag, const Fingerp
   return collective_mismatch(name_, current_.load(), p.name, fp);
 }
 
+Status ShmTransport::parked_mismatch() {
+  if (matcher_.parked_collectives() == 0) return Status();
+  const Fingerprint current = current_.load();
+  if (current.seq == 0) return Status();
+  for (auto& p : peers_) {
+    MutexLock lock(p->mu);
+    WEFT_RETURN_IF_ERROR(p->queues.check_parked(name_, current));
+  }
+  return Status();
+}
+
 Status ShmTransport::match_check(const Peer& p, const Request& r, uint64_t bytes,
                                  const Fingerprint& remote) {
   return receive_mismatch(name_, r, p.name, bytes, remote);

@@ -228,6 +228,11 @@ class ShmTransport final : public Transport {
   // A peer that runs the current collective through its SharedSlot while this rank exchanges
   // messages for it (the ranks disagree on the call): the mismatch; ok otherwise.
   Status shared_mismatch();
+  // A parked message of a collective that disagrees with the current one; ok otherwise.
+  // begin_operation checks parked messages only while the matcher counts some, and a message
+  // checked on arrival against the operation before and parked while begin_operation read that
+  // count is seen by neither: a waiter looks again before it sleeps (off the per-message path).
+  Status parked_mismatch();
   // After shared_publish: rings the peers that sleep (at the latest when the operation ends).
   void wake_sleepers();
   // One pass over every peer; returns > 0 when anything moved (or a peer was busy elsewhere).

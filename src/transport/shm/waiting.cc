@@ -122,6 +122,10 @@ bool ShmTransport::wait(Completion& completion, uint32_t seen, const Request* hi
       std::this_thread::yield();
       continue;
     }
+    if (Status st = parked_mismatch(); !st.ok()) {
+      fail(st);
+      continue;
+    }
     sleep_until_work(&completion, seen,
                      std::min<Clock::duration>(deadline - now, std::chrono::milliseconds(100)));
     idle_passes = 0;
@@ -184,6 +188,12 @@ void ShmTransport::background_loop() {
         Clock::now() - last_moved < kServeSpin) {
       std::this_thread::yield();
       continue;
+    }
+    if (op_active_.load(std::memory_order_acquire)) {
+      if (Status st = parked_mismatch(); !st.ok()) {
+        fail(st);
+        continue;
+      }
     }
     sleep_until_work(nullptr, 0, std::chrono::milliseconds(100));
   }
