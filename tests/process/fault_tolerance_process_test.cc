@@ -27,23 +27,6 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
-// Sets environment variables for the launcher (and so its ranks) while in scope.
-class ScopedEnv {
- public:
-  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (const auto& [name, value] : vars) {
-      names_.push_back(name);
-      ::setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const char* n : names_) ::unsetenv(n);
-  }
-
- private:
-  std::vector<const char*> names_;
-};
-
 // The line rank `r` printed when its operation failed ("" if none).
 std::string failure_line(const ToolResult& r, int rank) {
   const std::string prefix = "[" + std::to_string(rank) + "] rank " + std::to_string(rank) + ": failed";

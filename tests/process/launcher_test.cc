@@ -1,7 +1,10 @@
 // `weft run` end to end: real launcher, real child processes (small sh scripts).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <string>
@@ -191,6 +194,34 @@ TEST(LauncherTest, DiagAcceptsABracketedIpv6Store) {
   auto bad = run_tool({"diag", "--store", "::1:1"});
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_TRUE(contains(bad.err, "is not host:port (use [addr]:port for IPv6)")) << bad.err;
+}
+
+// With no WEFT_AUTH_KEY_FILE of the user's, `weft run` makes the job key and hands it to its
+// ranks as an inherited memfd (mode 0600, sealed): every rank reads the same 64 hex digits, and
+// nothing is written to a file system (TMPDIR stays empty).
+TEST(LauncherTest, JobKeyReachesTheRanksThroughAnInheritedMemfd) {
+  const std::string tmp = ::testing::TempDir() + "weft-key-test-" + std::to_string(::getpid());
+  std::filesystem::remove_all(tmp);
+  ASSERT_TRUE(std::filesystem::create_directories(tmp));
+  ::unsetenv("WEFT_AUTH_KEY_FILE");
+  ScopedEnv env({{"TMPDIR", tmp.c_str()}});
+  auto r = run_sh(2,
+                  "echo \"path=$WEFT_AUTH_KEY_FILE mode=$(stat -L -c %a \"$WEFT_AUTH_KEY_FILE\") "
+                  "key=$(cat \"$WEFT_AUTH_KEY_FILE\")\"; "
+                  "printf x >>\"$WEFT_AUTH_KEY_FILE\" 2>/dev/null && echo writable || echo sealed");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::regex line(R"(\[(\d)\] path=/proc/self/fd/(\d+) mode=600 key=([0-9a-f]{64}))");
+  std::set<std::string> keys;
+  int sealed = 0;
+  for (const auto& l : r.out_lines()) {
+    std::smatch m;
+    if (std::regex_match(l, m, line)) keys.insert(m[3]);
+    if (contains(l, "] sealed")) ++sealed;
+  }
+  EXPECT_EQ(keys.size(), 1u) << r.out;
+  EXPECT_EQ(sealed, 2) << r.out;
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "weft run left files in " << tmp;
+  std::filesystem::remove_all(tmp);
 }
 
 // A launcher killed with SIGKILL cannot stop its ranks itself: they end anyway (parent-death

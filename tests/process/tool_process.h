@@ -5,6 +5,9 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -48,5 +51,22 @@ class ToolProcess {
 
 // Runs `weft ARGS...` to the end.
 ToolResult run_tool(const std::vector<std::string>& args);
+
+// Sets environment variables for the launcher (and so its ranks) while in scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (const auto& [name, value] : vars) {
+      names_.push_back(name);
+      ::setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const char* n : names_) ::unsetenv(n);
+  }
+
+ private:
+  std::vector<const char*> names_;
+};
 
 }  // namespace weft::test
