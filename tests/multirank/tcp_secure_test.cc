@@ -20,6 +20,7 @@
 #include "security/job_key.h"
 #include "test_security.h"
 #include "transport/factory.h"
+#include "transport/tcp/frame.h"
 #include "transport/tcp/tcp_transport.h"
 #include "weft/store.h"
 
@@ -226,7 +227,7 @@ TEST_P(TcpSecure, MessagesArriveIntactAndSendBuffersStayUntouched) {
     return cfg;
   });
   for (auto& t : ts) ASSERT_TRUE(t.ok()) << t.status().to_string();
-  const std::vector<size_t> sizes = {0, 1, 8, 4096, 64 << 10, 1 << 20, (9 << 20) + 3};
+  const std::vector<size_t> sizes = {0, 1, 8, 4096, 4097, 64 << 10, 1 << 20, (9 << 20) + 3};
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int me = 0; me < kSize; ++me) {
@@ -368,10 +369,17 @@ TEST(TcpSecureSetup, SecurityMismatchIsNamed) {
 enum class Tamper { flip_header, flip_payload, replay, cut };
 
 // Forwards rank 1 -> rank 0 and back; in the direction 1 -> 0 it changes the stream once `skip`
-// bytes (the handshake and the confirmation) have passed, as `tamper` says.
+// bytes (the handshake and the confirmation) have passed, as `tamper` says, in the first frame
+// after them: an eager message of `bytes` bytes.
 class Proxy {
  public:
-  Proxy(Tamper tamper, size_t skip) : tamper_(tamper), skip_(skip) {
+  Proxy(Tamper tamper, size_t skip, size_t bytes)
+      : tamper_(tamper),
+        skip_(skip),
+        // Up to kInlinePayloadMax: one record, header || payload (4 + 72 + bytes + 16); above,
+        // a header record (92 bytes) and a payload record (4 + bytes + 16).
+        frame_(bytes <= tcp::kInlinePayloadMax ? 4 + 72 + bytes + 16 : 92 + 4 + bytes + 16),
+        payload_at_(bytes <= tcp::kInlinePayloadMax ? 4 + 72 : 92 + 4) {
     auto l = listen_tcp("127.0.0.1", 0);
     EXPECT_TRUE(l.ok());
     listener_ = std::move(l.value());
@@ -422,20 +430,19 @@ class Proxy {
           continue;
         }
         up.insert(up.end(), buf + off, buf + k);
-        // The first frame: an 8-byte eager message = header record (92) + payload record (28).
-        if (up.size() < 120) continue;
-        std::vector<uint8_t> out(up.begin(), up.begin() + 120);
+        if (up.size() < frame_) continue;
+        std::vector<uint8_t> out(up.begin(), up.begin() + static_cast<ptrdiff_t>(frame_));
         switch (tamper_) {
           case Tamper::flip_header: out[4 + 30] ^= 0x01; break;  // inside the header's body
-          case Tamper::flip_payload: out[92 + 4 + 3] ^= 0x80; break;
+          case Tamper::flip_payload: out[payload_at_ + 3] ^= 0x80; break;
           case Tamper::replay:  // the message, then its records again
-            out.insert(out.end(), up.begin(), up.begin() + 120);
+            out.insert(out.end(), up.begin(), up.begin() + static_cast<ptrdiff_t>(frame_));
             break;
-          case Tamper::cut:  // the payload record loses its last tag byte; the stream goes on
+          case Tamper::cut:  // the last record loses its last tag byte; the stream goes on
             out.pop_back();
             break;
         }
-        out.insert(out.end(), up.begin() + 120, up.end());
+        out.insert(out.end(), up.begin() + static_cast<ptrdiff_t>(frame_), up.end());
         (void)send_all(to0.get(), out.data(), out.size(), Clock::now() + 5s);
         done = true;
       }
@@ -444,26 +451,28 @@ class Proxy {
 
   Tamper tamper_;
   size_t skip_;
+  size_t frame_, payload_at_;
   Fd listener_;
   uint16_t port_ = 0;
   std::thread thread_;
   std::atomic<bool> stop_{false};
 };
 
-class TcpSecureTamper : public ::testing::TestWithParam<Tamper> {};
+class TcpSecureTamper : public ::testing::TestWithParam<std::tuple<Tamper, size_t>> {};
 
-// Rank 1 sends an 8-byte message to rank 0 through the proxy (and, for the replay, a second
+// Rank 1 sends a message (8 bytes: inline in the header record; 8 KiB: a payload record of its
+// own) to rank 0 through the proxy (and, for the replay, a second
 // receive waits for what would be the copy): rank 0's receive ends with a protocol error naming
 // rank 1 and holds none of the message (replay: the first arrives, the copy does not), and rank
 // 1's pending receive ends with rank 0's report of it.
 TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
-  const Tamper tamper = GetParam();
+  const auto [tamper, bytes] = GetParam();
   auto store0 = make_memory_store();
   auto store1 = make_memory_store();
   BufferPool pool;
   const auto key = new_key();
   // preamble + message 1 (8 + 120) + confirmation (20) pass untouched.
-  Proxy proxy(tamper, 128 + 20);
+  Proxy proxy(tamper, 128 + 20, bytes);
   Result<std::unique_ptr<Transport>> t0 = Status(ErrorCode::internal, "not run");
   Result<std::unique_ptr<Transport>> t1 = Status(ErrorCode::internal, "not run");
   std::thread rank0([&] { t0 = make_tcp_transport(config(0, 2, SecurityMode::encrypt, key), *store0, pool); });
@@ -491,10 +500,12 @@ TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
   ASSERT_TRUE(t0.ok()) << t0.status().to_string();
   ASSERT_TRUE(t1.ok()) << t1.status().to_string();
 
-  uint64_t out = 0x1122334455667788ull, next = 7, first = 0, second = 0, back = 0;
+  std::vector<uint8_t> out(bytes), first(bytes, 0), second(bytes, 0), zeros(bytes, 0);
+  for (size_t i = 0; i < bytes; ++i) out[i] = static_cast<uint8_t>(0x11 + i * 7);
+  uint64_t next = 7, back = 0;
   // Posted first, so the genuine message is delivered before the replay is read.
   Request r;
-  message(r, Request::Kind::recv, 1, 5, &first, sizeof(first));
+  message(r, Request::Kind::recv, 1, 5, first.data(), bytes);
   Completion c0;
   post(*t0.value(), r, c0);
   Request pending1;
@@ -503,7 +514,7 @@ TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
   post(*t1.value(), pending1, c1);
   // Two messages: the second makes the cut record's stream go on.
   Request s;
-  message(s, Request::Kind::send, 0, 5, &out, sizeof(out));
+  message(s, Request::Kind::send, 0, 5, out.data(), bytes);
   run(*t1.value(), s);
   Request s2;
   message(s2, Request::Kind::send, 0, 6, &next, sizeof(next));
@@ -513,11 +524,11 @@ TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
     ASSERT_TRUE(r.status.ok()) << r.status.to_string();
     EXPECT_EQ(first, out);
     r.reset();
-    r.buf = &second;
+    r.buf = second.data();
     run(*t0.value(), r);
-    EXPECT_EQ(second, 0u);
+    EXPECT_EQ(second, zeros);
   } else {
-    EXPECT_EQ(first, 0u);
+    EXPECT_EQ(first, zeros);
   }
   EXPECT_EQ(r.status.code(), ErrorCode::protocol) << r.status.to_string();
   EXPECT_NE(r.status.message().find("from rank 1"), std::string::npos) << r.status.message();
@@ -528,18 +539,21 @@ TEST_P(TcpSecureTamper, TamperedRecordEndsTheLinkOnBothSides) {
   EXPECT_EQ(back, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tampering, TcpSecureTamper,
-                         ::testing::Values(Tamper::flip_header, Tamper::flip_payload,
-                                           Tamper::replay, Tamper::cut),
-                         [](const auto& info) {
-                           switch (info.param) {
-                             case Tamper::flip_header: return "flip_header";
-                             case Tamper::flip_payload: return "flip_payload";
-                             case Tamper::replay: return "replay";
-                             case Tamper::cut: return "cut";
-                           }
-                           return "";
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Tampering, TcpSecureTamper,
+    ::testing::Combine(::testing::Values(Tamper::flip_header, Tamper::flip_payload, Tamper::replay,
+                                         Tamper::cut),
+                       ::testing::Values(size_t{8}, size_t{8192})),
+    [](const auto& info) {
+      const char* name = "";
+      switch (std::get<0>(info.param)) {
+        case Tamper::flip_header: name = "flip_header"; break;
+        case Tamper::flip_payload: name = "flip_payload"; break;
+        case Tamper::replay: name = "replay"; break;
+        case Tamper::cut: name = "cut"; break;
+      }
+      return std::string(name) + "_" + std::to_string(std::get<1>(info.param));
+    });
 
 }  // namespace
 }  // namespace weft

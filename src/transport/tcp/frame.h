@@ -17,6 +17,13 @@ namespace weft::tcp {
 inline constexpr uint32_t kMagic = 0x54464557;  // "WEFT" in little-endian byte order
 inline constexpr uint8_t kWireVersion = 2;
 inline constexpr size_t kHeaderBytes = 72;
+// Secured links: a frame whose payload is 1 to kInlinePayloadMax bytes travels as one record,
+// header || payload (one seal and one open per small message instead of two); a larger payload
+// follows its header record as a record of its own, opened in place in the destination.
+inline constexpr size_t kInlinePayloadMax = 4096;
+inline constexpr bool payload_inline(uint64_t length) {
+  return length > 0 && length <= kInlinePayloadMax;
+}
 inline constexpr size_t kMaxErrorText = 4096;
 inline constexpr size_t kHelloPayload = 24;
 

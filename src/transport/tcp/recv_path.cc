@@ -23,6 +23,8 @@ namespace {
 using security::kTagBytes;
 
 constexpr size_t kInbufBytes = 64 * 1024;
+static_assert(security::sealed_size(kHeaderBytes + kInlinePayloadMax) <= kInbufBytes,
+              "a header record with an inline payload must fit the receive buffer");
 // How long a waiting caller polls its peer's sockets before it sleeps in poll().
 constexpr auto kReadSpin = std::chrono::microseconds(30);
 constexpr auto kYieldSpin = std::chrono::microseconds(200);
@@ -218,6 +220,7 @@ Status TcpTransport::process(Peer& p, Connection& c) {
     switch (c.state) {
       case Connection::RecvState::header: {
         const uint8_t* bytes = nullptr;
+        size_t body = kHeaderBytes;
         if (!secure_) {
           if (avail < kHeaderBytes) return Status();
           bytes = c.inbuf.data() + c.in_start;
@@ -225,10 +228,11 @@ Status TcpTransport::process(Peer& p, Connection& c) {
         } else {
           auto opened = open_header_record(p, c);
           if (!opened.ok()) return opened.status();
-          if (!opened.value()) return Status();
-          // Authenticated: the header is the record's body, just before its tag (in_start has
-          // moved past the record).
-          bytes = c.inbuf.data() + c.in_start - kTagBytes - kHeaderBytes;
+          if (opened.value() == 0) return Status();
+          // Authenticated: the header (and an inline payload) is the record's body, just
+          // before its tag (in_start has moved past the record).
+          body = opened.value();
+          bytes = c.inbuf.data() + c.in_start - kTagBytes - body;
         }
         auto h = decode_header(bytes, limits_);
         if (!h.ok()) {
@@ -240,8 +244,24 @@ Status TcpTransport::process(Peer& p, Connection& c) {
                         fmt::format("rank {}: frame from rank {} belongs to another communicator",
                                     rank_, p.rank));
         }
+        const bool inline_payload = secure_ && payload_inline(h->length);
+        if (secure_ && body != kHeaderBytes + (inline_payload ? h->length : 0)) {
+          return record_error(p, c, Status(ErrorCode::protocol,
+                                           fmt::format("a header record of {} bytes for a frame "
+                                                       "with a payload of {}",
+                                                       body, h->length)));
+        }
         c.cur = h.value();
         WEFT_RETURN_IF_ERROR(on_header(p, c));
+        if (inline_payload && c.remaining > 0) {
+          // The payload was in the record just opened: to its destination, as the clear
+          // path's payload state does, and the frame is done.
+          if (c.target != nullptr) std::memcpy(c.target, bytes + kHeaderBytes, c.remaining);
+          c.target += c.remaining;
+          c.remaining = 0;
+          c.state = Connection::RecvState::header;
+          WEFT_RETURN_IF_ERROR(on_payload_done(p, c));
+        }
         continue;
       }
       case Connection::RecvState::payload_record: {
@@ -298,23 +318,23 @@ Status TcpTransport::payload_received(Peer& p, Connection& c) {
   return on_payload_done(p, c);
 }
 
-Result<bool> TcpTransport::open_header_record(Peer& p, Connection& c) {
-  constexpr size_t kRecord = security::sealed_size(kHeaderBytes);
-  if (c.in_end - c.in_start < security::kRecordHeaderBytes) return false;
+Result<size_t> TcpTransport::open_header_record(Peer& p, Connection& c) {
+  if (c.in_end - c.in_start < security::kRecordHeaderBytes) return size_t{0};
   uint8_t* record = c.inbuf.data() + c.in_start;
   auto body = c.opener->body_size(
       std::span<const uint8_t, security::kRecordHeaderBytes>(record, security::kRecordHeaderBytes));
   if (!body.ok()) return record_error(p, c, body.status());
-  if (body.value() != kHeaderBytes) {
+  if (body.value() < kHeaderBytes || body.value() > kHeaderBytes + kInlinePayloadMax) {
     return record_error(p, c, Status(ErrorCode::protocol,
                                      fmt::format("a record of {} bytes where a frame header "
                                                  "was expected", body.value())));
   }
-  if (c.in_end - c.in_start < kRecord) return false;
-  auto opened = c.opener->open(std::span<uint8_t>(record, kRecord));
+  const size_t length = security::sealed_size(body.value());
+  if (c.in_end - c.in_start < length) return size_t{0};
+  auto opened = c.opener->open(std::span<uint8_t>(record, length));
   if (!opened.ok()) return record_error(p, c, opened.status());
-  c.in_start += kRecord;
-  return true;
+  c.in_start += length;
+  return body.value();
 }
 
 Status TcpTransport::record_error(const Peer& p, const Connection& c, const Status& st) const {

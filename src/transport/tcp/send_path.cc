@@ -33,16 +33,28 @@ void TcpTransport::enqueue(Peer& p, Connection& c, const FrameHeader& h, const v
 
 Status TcpTransport::seal_frame(Peer& p, Connection& c, OutFrame& f) {
   (void)p;
-  const size_t header_record = security::sealed_size(kHeaderBytes);
-  f.sealed_len = header_record + (f.payload_len > 0 ? security::sealed_size(f.payload_len) : 0);
-  f.sealed = std::make_unique_for_overwrite<uint8_t[]>(f.sealed_len);
-  // Read from the frame's header and the caller's buffer; written only to f.sealed.
-  Status st = c.sealer->seal(security::Bytes(f.header, kHeaderBytes),
-                             std::span<uint8_t>(f.sealed.get(), header_record));
-  if (st.ok() && f.payload_len > 0) {
-    st = c.sealer->seal(security::Bytes(f.payload, f.payload_len),
-                        std::span<uint8_t>(f.sealed.get() + header_record,
-                                           f.sealed_len - header_record));
+  Status st;
+  if (payload_inline(f.payload_len)) {
+    // One record, header || payload, gathered here (at most 4 KiB): one seal instead of two.
+    uint8_t body[kHeaderBytes + kInlinePayloadMax];
+    std::memcpy(body, f.header, kHeaderBytes);
+    std::memcpy(body + kHeaderBytes, f.payload, f.payload_len);
+    f.sealed_len = security::sealed_size(kHeaderBytes + f.payload_len);
+    f.sealed = std::make_unique_for_overwrite<uint8_t[]>(f.sealed_len);
+    st = c.sealer->seal(security::Bytes(body, kHeaderBytes + f.payload_len),
+                        std::span<uint8_t>(f.sealed.get(), f.sealed_len));
+  } else {
+    const size_t header_record = security::sealed_size(kHeaderBytes);
+    f.sealed_len = header_record + (f.payload_len > 0 ? security::sealed_size(f.payload_len) : 0);
+    f.sealed = std::make_unique_for_overwrite<uint8_t[]>(f.sealed_len);
+    // Read from the frame's header and the caller's buffer; written only to f.sealed.
+    st = c.sealer->seal(security::Bytes(f.header, kHeaderBytes),
+                        std::span<uint8_t>(f.sealed.get(), header_record));
+    if (st.ok() && f.payload_len > 0) {
+      st = c.sealer->seal(security::Bytes(f.payload, f.payload_len),
+                          std::span<uint8_t>(f.sealed.get() + header_record,
+                                             f.sealed_len - header_record));
+    }
   }
   if (!st.ok()) {
     f.sealed.reset();

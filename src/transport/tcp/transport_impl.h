@@ -86,9 +86,10 @@ struct Connection {
   // The queue is blocked (socket full) while an operation's thread owns progress: that thread
   // writes the rest from its wait loop instead of the reactor (set under the peer mutex).
   std::atomic<bool> out_blocked{false};
-  // Receive side. Secured links read each frame as its header record (state header), then,
-  // if it has a payload, the payload record's length (payload_record), its body straight
-  // into the destination (payload) and its tag (payload_tag), and open the body in place.
+  // Receive side. Secured links read each frame as its header record (state header), which
+  // holds the payload too when it is small (payload_inline); otherwise, if the frame has a
+  // payload, the payload record's length (payload_record), its body straight into the
+  // destination (payload) and its tag (payload_tag), and open the body in place.
   enum class RecvState { header, payload_record, payload, payload_tag };
   RecvState state GUARDED_BY(read_mu) = RecvState::header;
   std::vector<uint8_t> inbuf GUARDED_BY(read_mu);
@@ -207,8 +208,9 @@ class TcpTransport final : public Transport {
   Status on_payload_done(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
   // The payload's last byte arrived: delivered at once (clear), or after its tag (secured).
   Status payload_received(Peer& p, Connection& c) REQUIRES(c.read_mu) EXCLUDES(p.mu);
-  // Secured links: the header record at the front of inbuf, opened; false while incomplete.
-  Result<bool> open_header_record(Peer& p, Connection& c) REQUIRES(c.read_mu);
+  // Secured links: the header record at the front of inbuf, opened in place; its body length
+  // (kHeaderBytes, or more with an inline payload), 0 while incomplete.
+  Result<size_t> open_header_record(Peer& p, Connection& c) REQUIRES(c.read_mu);
   Status record_error(const Peer& p, const Connection& c, const Status& st) const;
   Status check_collective(Peer& p, const FrameHeader& h) REQUIRES(fp_mu_);
   Status match_check(Peer& p, const Request& r, uint64_t bytes, const Fingerprint& remote);
