@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <sstream>
@@ -22,45 +23,12 @@
 namespace weft::tcp {
 namespace {
 
-struct PeerAddress {
-  std::string host_id;
-  std::string ip;
-  uint16_t port = 0;
-  std::string machine;  // default_host_id(): the real machine, whatever host_id says
-  std::optional<StaticKeyRecord> static_key;  // published by ranks running with security
-};
-
 const std::string& this_machine() {
   static const std::string m = default_host_id();
   return m;
 }
 
 std::string addr_key(int rank) { return "tcp/addr/" + std::to_string(rank); }
-
-Result<PeerAddress> parse_address(const std::string& text, int rank) {
-  std::istringstream in(text);
-  PeerAddress a;
-  std::string port;
-  if (!std::getline(in, a.host_id) || !std::getline(in, a.ip) || !std::getline(in, port) ||
-      !std::getline(in, a.machine)) {
-    return Status(ErrorCode::protocol, fmt::format("malformed address record of rank {}", rank));
-  }
-  int p = std::atoi(port.c_str());
-  if (p <= 0 || p > 65535) {
-    return Status(ErrorCode::protocol, fmt::format("bad port '{}' published by rank {}", port, rank));
-  }
-  a.port = static_cast<uint16_t>(p);
-  std::string line;
-  if (std::getline(in, line)) {
-    auto key = parse_static_key_line(line, rank);
-    if (!key.ok()) return key.status();
-    a.static_key = key.value();
-  }
-  if (std::getline(in, line)) {
-    return Status(ErrorCode::protocol, fmt::format("malformed address record of rank {}", rank));
-  }
-  return a;
-}
 
 // Both ends of a link must run the same security: a peer's record says whether it does.
 Status check_security(const MeshConfig& c, const PeerAddress& a, int peer) {
@@ -380,6 +348,64 @@ Status accept_all(int listen_fd, Store& store, const MeshConfig& c, const LocalS
 
 }  // namespace
 
+Result<std::string> encode_address(const PeerAddress& a) {
+  for (const std::string* field : {&a.host_id, &a.ip, &a.machine}) {
+    if (field->empty() || field->size() > kMaxAddressField ||
+        field->find('\n') != std::string::npos) {
+      return Status(ErrorCode::invalid_argument,
+                    fmt::format("address record field '{}' is empty, longer than {} bytes or "
+                                "holds a newline", log::printable(*field), kMaxAddressField));
+    }
+  }
+  std::string record = fmt::format("{}\n{}\n{}\n{}", a.host_id, a.ip, a.port, a.machine);
+  if (a.static_key) record += "\n" + encode_static_key_line(*a.static_key);
+  return record;
+}
+
+Result<PeerAddress> parse_address(std::string_view text, int rank) {
+  auto malformed = [rank](std::string_view why) {
+    return Status(ErrorCode::protocol,
+                  fmt::format("malformed address record of rank {}: {}", rank, why));
+  };
+  if (text.size() > kMaxAddressRecord) {
+    return malformed(fmt::format("{} bytes, more than {}", text.size(), kMaxAddressRecord));
+  }
+  std::vector<std::string_view> lines;
+  for (size_t start = 0;;) {
+    const size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  if (lines.size() != 4 && lines.size() != 5) {
+    return malformed(fmt::format("{} lines, expected 4 or 5", lines.size()));
+  }
+  for (size_t i : {0, 1, 3}) {
+    if (lines[i].empty() || lines[i].size() > kMaxAddressField) {
+      return malformed(fmt::format("line {} is empty or longer than {} bytes", i + 1,
+                                   kMaxAddressField));
+    }
+  }
+  PeerAddress a;
+  a.host_id = lines[0];
+  a.ip = lines[1];
+  a.machine = lines[3];
+  unsigned port = 0;
+  const std::string_view p = lines[2];
+  const auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), port);
+  if (ec != std::errc() || end != p.data() + p.size() || port == 0 || port > 65535) {
+    return Status(ErrorCode::protocol, fmt::format("bad port '{}' published by rank {}",
+                                                   log::printable(p), rank));
+  }
+  a.port = static_cast<uint16_t>(port);
+  if (lines.size() == 5) {
+    auto key = parse_static_key_line(lines[4], rank);
+    if (!key.ok()) return key.status();
+    a.static_key = key.value();
+  }
+  return a;
+}
+
 Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
   Mesh mesh;
   std::vector<std::vector<Fd>>& sockets = mesh.sockets;
@@ -409,10 +435,11 @@ Result<Mesh> connect_mesh(Store& store, const MeshConfig& c) {
   if (!listener.ok()) return listener.status();
   auto port = local_port(listener->get());
   if (!port.ok()) return port.status();
-  std::string record =
-      fmt::format("{}\n{}\n{}\n{}", c.host_id, ip.value(), port.value(), this_machine());
-  if (secure) record += "\n" + encode_static_key_line({local->static_key.public_key, local->has_aes});
-  WEFT_RETURN_IF_ERROR(store.set(addr_key(c.rank), record));
+  PeerAddress self{c.host_id, ip.value(), port.value(), this_machine(), std::nullopt};
+  if (secure) self.static_key = StaticKeyRecord{local->static_key.public_key, local->has_aes};
+  auto record = encode_address(self);
+  if (!record.ok()) return record.status();
+  WEFT_RETURN_IF_ERROR(store.set(addr_key(c.rank), record.value()));
   log::debug("rank {}: listening on {}:{} (host {})", c.rank, ip.value(), port.value(), c.host_id);
 
   Status accept_status;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/fd.h"
@@ -56,6 +57,34 @@ struct LinkCrypto {
   std::optional<security::RecordSealer> sealer;
   std::optional<security::RecordOpener> opener;
 };
+
+// What a rank publishes about its security in its address record (an extra line).
+struct StaticKeyRecord {
+  security::PublicKey key{};
+  bool has_aes = false;
+};
+// "noise <64 lower-case hex> <0|1>"
+std::string encode_static_key_line(const StaticKeyRecord& record);
+// The line above, parsed as hostile input (exact length, hex digits, flag 0 or 1).
+Result<StaticKeyRecord> parse_static_key_line(std::string_view line, int rank);
+
+// What each rank publishes in the store as "tcp/addr/<rank>": host id, address, port, machine
+// id, one per line, and with security a fifth line, the static key ("noise <hex> <0|1>").
+struct PeerAddress {
+  std::string host_id;
+  std::string ip;
+  uint16_t port = 0;
+  std::string machine;  // default_host_id(): the real machine, whatever host_id says
+  std::optional<StaticKeyRecord> static_key;  // published by ranks running with security
+};
+inline constexpr size_t kMaxAddressField = 255;
+inline constexpr size_t kMaxAddressRecord = 4 * (kMaxAddressField + 1) + 128;
+
+// The record's text; refuses empty fields, fields over kMaxAddressField bytes or with newlines.
+Result<std::string> encode_address(const PeerAddress& a);
+// Another rank's record, read as hostile input: bounded size, exactly 4 or 5 lines, no empty
+// field, a decimal port in 1..65535 and nothing after it, a well-formed key line.
+Result<PeerAddress> parse_address(std::string_view text, int rank);
 
 struct Mesh {
   std::vector<std::vector<Fd>> sockets;  // sockets[peer][index]; sockets[rank] is empty

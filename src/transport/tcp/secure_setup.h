@@ -16,15 +16,6 @@
 
 namespace weft::tcp {
 
-// What a rank publishes about its security in its address record (an extra line).
-struct StaticKeyRecord {
-  security::PublicKey key{};
-  bool has_aes = false;
-};
-// "noise <64 lower-case hex> <0|1>"
-std::string encode_static_key_line(const StaticKeyRecord& record);
-// The line above, parsed as hostile input (exact length, hex digits, flag 0 or 1).
-Result<StaticKeyRecord> parse_static_key_line(std::string_view line, int rank);
 
 // Bytes the responder reads before it can answer: preamble || message 1 with the HELLO.
 inline constexpr size_t kSecureHelloBytes =
