@@ -1,12 +1,15 @@
-// weft: the command-line tool. `weft run`, `weft bench`, `weft store`, `weft diag`; `weft --help` lists them.
+// weft: the command-line tool. `weft run`, `weft bench`, `weft store`, `weft diag`; `weft --help`
+// lists them, `weft --version` says what the build has in it.
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
-#include "weft/version.h"
+#include "tools/version/version.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"weft: collective communication for distributed training"};
-  app.set_version_flag("--version", std::string("weft ") + WEFT_VERSION_STRING);
+  // Named "weft" whatever path started it, so usage lines (and the man pages) say `weft`.
+  CLI::App app{"weft: collective communication for distributed training", "weft"};
+  app.set_version_flag("--version", weft::tools::version_text(),
+                       "Print the version, the git revision and what this build has in it");
   app.require_subcommand(1);
   int exit_code = 0;
   weft::tools::add_run_command(app, exit_code);

@@ -67,7 +67,7 @@ int run_store(const StoreArgs& args) {
 void add_store_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<StoreArgs>();
   auto* cmd =
-      app.add_subcommand("store", "run a standalone weft TCP store server until SIGINT/SIGTERM");
+      app.add_subcommand("store", "Run a standalone weft TCP store server until SIGINT/SIGTERM");
   cmd->add_option("--host,--bind", args->host,
                   "address to listen on (\"\": every address, 0.0.0.0: every IPv4 address, "
                   "::1 or another IPv6 address)")

@@ -55,14 +55,21 @@ auto without_gil(F&& f) {
   return f();
 }
 
-// A contiguous buffer with its weft dtype and element count.
+// A contiguous buffer with its weft dtype and element count. Booleans (numpy's bool_, format
+// '?') travel as their bytes (uint8 0 or 1) and reduce as logical operations (get_op).
 struct Buf {
   py::buffer_info info;
   DataType dtype = DataType::fp32;
   size_t count = 0;
+  bool boolean = false;
   void* ptr() const { return info.ptr; }
   size_t bytes() const { return count * dtype_size(dtype); }
 };
+
+inline bool is_bool_format(std::string_view fmt) {
+  while (!fmt.empty() && std::strchr("@=<>!", fmt[0]) != nullptr) fmt.remove_prefix(1);
+  return fmt == "?";
+}
 
 inline std::optional<DataType> dtype_of_format(std::string fmt, ssize_t itemsize) {
   while (!fmt.empty() && std::strchr("@=<>!", fmt[0]) != nullptr) fmt.erase(0, 1);
@@ -101,7 +108,14 @@ inline Buf get_buf(const py::handle& obj, const char* what, bool writable,
     expect *= b.info.shape[i];
   }
   std::optional<DataType> t;
-  if (dtype) {
+  if (dtype ? *dtype == "bool" : is_bool_format(b.info.format)) {
+    if (b.info.itemsize != 1) {
+      throw py::value_error(std::string(what) + ": dtype bool has 1-byte elements, the buffer "
+                            "has " + std::to_string(b.info.itemsize));
+    }
+    b.boolean = true;
+    t = DataType::uint8;
+  } else if (dtype) {
     t = parse_dtype(*dtype);
     if (!t) throw py::value_error("unknown dtype '" + *dtype + "'");
     if (static_cast<ssize_t>(dtype_size(*t)) != b.info.itemsize) {
@@ -113,7 +127,7 @@ inline Buf get_buf(const py::handle& obj, const char* what, bool writable,
     t = dtype_of_format(b.info.format, b.info.itemsize);
     if (!t) {
       throw py::type_error(std::string(what) + ": element format '" + b.info.format +
-                           "' is not a weft dtype (int8, uint8, int32, int64, float16, "
+                           "' is not a weft dtype (bool, int8, uint8, int32, int64, float16, "
                            "float32, float64; pass dtype='bf16' for bfloat16 bits)");
     }
   }
@@ -122,19 +136,32 @@ inline Buf get_buf(const py::handle& obj, const char* what, bool writable,
   return b;
 }
 
-inline ReduceOp get_op(const std::string& s) {
+// The reduction `s` names, for buffers like `b`. On booleans as NCCL does it: sum and max are a
+// logical or (max of the 0/1 bytes), prod and min a logical and (min); band, bor and bxor act on
+// the bytes as they are; avg has no boolean meaning.
+inline ReduceOp get_op(const std::string& s, const Buf& b) {
   auto op = parse_reduce_op(s);
   if (!op) {
     throw py::value_error("unknown reduce op '" + s +
-                          "' (sum, prod, min, max, avg; band, bor, bxor for integers)");
+                          "' (sum, prod, min, max, avg; band, bor, bxor for integers and bool)");
   }
-  return *op;
+  if (!b.boolean) return *op;
+  switch (*op) {
+    case ReduceOp::sum:
+    case ReduceOp::max: return ReduceOp::max;
+    case ReduceOp::prod:
+    case ReduceOp::min: return ReduceOp::min;
+    case ReduceOp::avg: throw py::value_error("reduce op 'avg' is not supported for bool buffers");
+    default: return *op;
+  }
 }
 
+inline const char* dtype_name(const Buf& b) { return b.boolean ? "bool" : to_string(b.dtype); }
+
 inline void same_dtype(const Buf& a, const Buf& b) {
-  if (a.dtype != b.dtype) {
-    throw py::type_error(std::string("send and recv buffers differ in dtype (") +
-                         to_string(a.dtype) + " vs " + to_string(b.dtype) + ")");
+  if (a.dtype != b.dtype || a.boolean != b.boolean) {
+    throw py::type_error(std::string("send and recv buffers differ in dtype (") + dtype_name(a) +
+                         " vs " + dtype_name(b) + ")");
   }
 }
 

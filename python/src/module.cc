@@ -105,7 +105,7 @@ void bind_comm(py::module_& m) {
             Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
             same_dtype(s, r);
             if (s.count != r.count) throw py::value_error("send and recv sizes differ");
-            ReduceOp o = get_op(op);
+            ReduceOp o = get_op(op, s);
             return run(
                 async_op, {send, recv},
                 [&] { return c.allreduce(s.ptr(), r.ptr(), s.count, s.dtype, o); },
@@ -130,7 +130,7 @@ void bind_comm(py::module_& m) {
             Buf s = get_buf(send, "send", false, dtype), r = get_buf(recv, "recv", true, dtype);
             same_dtype(s, r);
             if (s.count != r.count) throw py::value_error("send and recv sizes differ");
-            ReduceOp o = get_op(op);
+            ReduceOp o = get_op(op, s);
             return run(
                 async_op, {send, recv},
                 [&] { return c.reduce(s.ptr(), r.ptr(), s.count, s.dtype, o, root); },
@@ -184,7 +184,7 @@ void bind_comm(py::module_& m) {
             if (s.count != r.count * static_cast<size_t>(c.size())) {
               throw py::value_error("send must hold size * len(recv) elements");
             }
-            ReduceOp o = get_op(op);
+            ReduceOp o = get_op(op, s);
             return run(
                 async_op, {send, recv},
                 [&] { return c.reduce_scatter(s.ptr(), r.ptr(), r.count, s.dtype, o); },

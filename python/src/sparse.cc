@@ -35,7 +35,7 @@ void bind_sparse(py::class_<Communicator, CommPtr>& comm) {
         std::vector<ssize_t> row_shape(val.info.shape.begin() + 1, val.info.shape.end());
         size_t row_width = 1;
         for (ssize_t d : row_shape) row_width *= static_cast<size_t>(d);
-        const ReduceOp o = get_op(op);
+        const ReduceOp o = get_op(op, val);
         auto out = std::make_shared<SparseRows>();
         const DataType dt = val.dtype;
         auto result = [out, row_shape, vdt = py::dtype(val.info)]() -> py::object {

@@ -97,10 +97,12 @@ class C10dStore final : public Store {
 // ---------------------------------------------------------------------------------------------
 // Conversions.
 
+// bool tensors travel as their bytes (0 or 1), as with NCCL; weft_op says how they reduce.
 DataType weft_dtype(const at::Tensor& t) {
   switch (t.scalar_type()) {
-    case at::kChar: return DataType::int8;
+    case at::kBool:
     case at::kByte: return DataType::uint8;
+    case at::kChar: return DataType::int8;
     case at::kInt: return DataType::int32;
     case at::kLong: return DataType::int64;
     case at::kHalf: return DataType::fp16;
@@ -109,12 +111,26 @@ DataType weft_dtype(const at::Tensor& t) {
     case at::kDouble: return DataType::fp64;
     default:
       TORCH_CHECK(false, "weft: tensors of type ", t.scalar_type(),
-                  " are not supported (int8, uint8, int32, int64, float16, bfloat16, float32, "
-                  "float64)");
+                  " are not supported (bool, int8, uint8, int32, int64, float16, bfloat16, "
+                  "float32, float64)");
   }
 }
 
-ReduceOp weft_op(const c10d::ReduceOp& op) {
+// The reduction of tensors of t's type. bool as NCCL does it: SUM and MAX are a logical or (max
+// of the 0/1 bytes), PRODUCT and MIN a logical and (min); BAND, BOR and BXOR act on the bytes as
+// they are; AVG has no bool meaning.
+ReduceOp weft_op(const c10d::ReduceOp& op, const at::Tensor& t) {
+  if (t.scalar_type() == at::kBool) {
+    switch (op.op_) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::MAX: return ReduceOp::max;
+      case c10d::ReduceOp::PRODUCT:
+      case c10d::ReduceOp::MIN: return ReduceOp::min;
+      case c10d::ReduceOp::AVG:
+        TORCH_CHECK(false, "weft: ReduceOp.AVG is not supported for bool tensors");
+      default: break;
+    }
+  }
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return ReduceOp::sum;
     case c10d::ReduceOp::PRODUCT: return ReduceOp::prod;
@@ -311,7 +327,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     if (tensors.size() == 1 && tensors[0].is_sparse()) return sparse_allreduce(tensors, opts);
     check_one(tensors, "allreduce");
     at::Tensor t = tensors[0], buf = t.contiguous();
-    ReduceOp op = weft_op(opts.reduceOp);
+    ReduceOp op = weft_op(opts.reduceOp, t);
     return start(c10d::OpType::ALLREDUCE, tensors, {buf}, copy_back(t, buf), [=, this] {
       return comm_->allreduce_async(buf.data_ptr(), buf.data_ptr(), buf.numel(),
                                     weft_dtype(buf), op);
@@ -327,6 +343,8 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
                 "supports only ReduceOp.SUM");
     TORCH_CHECK(t.device().is_cpu(), "weft: only CPU tensors are supported, got one on ",
                 t.device());
+    TORCH_CHECK(t.scalar_type() != at::kBool, "weft: all_reduce of sparse bool tensors is not "
+                "supported");
     const DataType dt = weft_dtype(t);
     const SparseShape shape = sparse_shape(t);
     at::Tensor rows = linear_rows(t), values = t._values().contiguous();
@@ -350,7 +368,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
       check_same(t, tensors[0], "allreduce_coalesced");
     }
     at::Tensor flat = flatten(tensors);
-    ReduceOp op = weft_op(opts.reduceOp);
+    ReduceOp op = weft_op(opts.reduceOp, flat);
     std::vector<at::Tensor> outs = tensors;
     return start(
         c10d::OpType::ALLREDUCE_COALESCED, tensors, {flat}, [flat, outs] { unflatten(flat, 0, outs); },
@@ -364,7 +382,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
                                         const c10d::ReduceOptions& opts) override {
     check_one(tensors, "reduce");
     at::Tensor t = tensors[0], buf = t.contiguous();
-    ReduceOp op = weft_op(opts.reduceOp);
+    ReduceOp op = weft_op(opts.reduceOp, t);
     int root = static_cast<int>(opts.rootRank);
     return start(c10d::OpType::REDUCE, tensors, {buf}, copy_back(t, buf), [=, this] {
       return comm_->reduce_async(buf.data_ptr(), buf.data_ptr(), buf.numel(), weft_dtype(buf), op,
@@ -510,7 +528,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
                   "output's");
     }
     at::Tensor flat = flatten(inputs[0]);
-    ReduceOp op = weft_op(opts.reduceOp);
+    ReduceOp op = weft_op(opts.reduceOp, out);
     return start(c10d::OpType::REDUCE_SCATTER, outputs, {buf, flat}, copy_back(out, buf),
                  [=, this] {
                    return comm_->reduce_scatter_async(flat.data_ptr(), buf.data_ptr(),
@@ -525,7 +543,7 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     TORCH_CHECK(input.numel() == output.numel() * size_, "weft: _reduce_scatter_base: input "
                 "must have world_size * output.numel() elements");
     at::Tensor in = input.contiguous(), out = output.contiguous();
-    ReduceOp op = weft_op(opts.reduceOp);
+    ReduceOp op = weft_op(opts.reduceOp, out);
     return start(c10d::OpType::_REDUCE_SCATTER_BASE, {output}, {in, out}, copy_back(output, out),
                  [=, this] {
                    return comm_->reduce_scatter_async(in.data_ptr(), out.data_ptr(), out.numel(),

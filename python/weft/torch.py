@@ -6,8 +6,9 @@
 
 weft's process group rendezvouses through the c10d Store torch passes it (no extra port) and
 honours init_process_group's timeout; its timeout errors say "Timed out". CPU tensors of types
-int8, uint8, int32, int64, float16, bfloat16, float32 and float64; non-contiguous tensors are
-copied. See docs/python.md.
+bool, int8, uint8, int32, int64, float16, bfloat16, float32 and float64 (bool as NCCL reduces it:
+SUM and MAX a logical or, PRODUCT and MIN a logical and); non-contiguous tensors are copied. See
+docs/python.md.
 """
 import torch.distributed as _dist
 

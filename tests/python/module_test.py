@@ -81,6 +81,51 @@ try:
 except weft.Error as e:
     expect(e.code == "invalid_argument" and "integer" in str(e), str(e))
 
+# bool arrays as NCCL reduces booleans: sum and max a logical or, prod and min a logical and,
+# band/bor/bxor elementwise. Element i of rank r is bit r of i, so every combination of the
+# ranks' values occurs (all true, all false, mixed).
+def bools(r, count):
+    return ((np.arange(count) % (1 << n)) >> r & 1).astype(np.bool_)
+
+
+every = np.stack([bools(r, 50) for r in range(n)])
+LOGICAL = {"sum": every.any(0), "max": every.any(0), "prod": every.all(0), "min": every.all(0),
+           "band": every.all(0), "bor": every.any(0), "bxor": np.logical_xor.reduce(every, 0)}
+for op, want in LOGICAL.items():
+    x = bools(rank, 50)
+    comm.allreduce(x, op=op)
+    expect(x.dtype == np.bool_ and np.array_equal(x, want), f"allreduce bool {op}: {x[:8]}")
+    y = np.zeros(50, np.bool_)
+    comm.allreduce(bools(rank, 50), y, op=op, async_op=True).wait()
+    expect(np.array_equal(y, want), f"allreduce bool {op} async")
+for root in range(n):
+    out = np.zeros(50, np.bool_) if rank == root else None
+    comm.reduce(bools(rank, 50), out, op="prod", root=root)
+    if rank == root:
+        expect(np.array_equal(out, every.all(0)), f"reduce bool prod to {root}")
+rsb = np.zeros(3, np.bool_)
+comm.reduce_scatter(np.concatenate([bools(rank, 3 * n)[3 * k:3 * k + 3] for k in range(n)]), rsb,
+                    op="max")
+expect(np.array_equal(rsb, np.stack([bools(r, 3 * n) for r in range(n)]).any(0)[3 * rank:3 * rank + 3]),
+       f"reduce_scatter bool {rsb}")
+gb = np.zeros(n * 5, np.bool_)
+comm.allgather(bools(rank, 5), gb)
+expect(np.array_equal(gb, np.concatenate([bools(r, 5) for r in range(n)])), "allgather bool")
+bb = bools(rank, 9)
+comm.broadcast(bb, root=n - 1)
+expect(np.array_equal(bb, bools(n - 1, 9)), "broadcast bool")
+comm.allreduce(np.ones(3, np.uint8), dtype="bool", op="sum")  # dtype="bool" for 1-byte buffers
+for bad, exc, text in [
+        (lambda: comm.allreduce(bools(rank, 4), op="avg"), ValueError, "not supported for bool"),
+        (lambda: comm.allreduce(bools(rank, 4), np.zeros(4, np.uint8)), TypeError,
+         "bool vs u8"),
+        (lambda: comm.allreduce(np.zeros(4, np.int32), dtype="bool"), ValueError, "1-byte")]:
+    try:
+        bad()
+        expect(False, f"no error ({text})")
+    except exc as e:
+        expect(text in str(e), f"unclear error: {e}")
+
 # bfloat16 through raw bits.
 f = data(rank, 64, np.float32)
 bits = (f.view(np.uint32) >> 16).astype(np.uint16)

@@ -277,8 +277,89 @@ same(w.result()[0].to_dense(),
      sum(sparse_input(r, torch.float32, (50, 3), 1).to_dense() for r in range(n)),
      "sparse all_reduce async result()")
 
+# bool tensors as NCCL reduces them: SUM and MAX a logical or, PRODUCT and MIN a logical and,
+# BAND/BOR/BXOR elementwise; in every collective where the type matters. Element i of rank r is
+# bit r of i, so every combination of the ranks' values occurs (all true, all false, mixed).
+def bools(r, count):
+    return ((torch.arange(count) % (1 << n)) >> r & 1).to(torch.bool)
+
+
+def same_bool(got, want, what):
+    global checks
+    checks += 1
+    if got.dtype != torch.bool or not torch.equal(got, want):
+        fail(f"{what}: got {got.flatten()[:8].tolist()} ({got.dtype}) "
+             f"want {want.flatten()[:8].tolist()}")
+
+
+every = torch.stack([bools(r, 40) for r in range(n)])
+ANY, ALL = every.any(0), every.all(0)
+LOGICAL = {"SUM": (dist.ReduceOp.SUM, ANY), "MAX": (dist.ReduceOp.MAX, ANY),
+           "PRODUCT": (dist.ReduceOp.PRODUCT, ALL), "MIN": (dist.ReduceOp.MIN, ALL),
+           "BAND": (dist.ReduceOp.BAND, ALL), "BOR": (dist.ReduceOp.BOR, ANY),
+           "BXOR": (dist.ReduceOp.BXOR, every.sum(0) % 2 == 1)}
+for name, (op, want) in LOGICAL.items():
+    t = bools(rank, 40)
+    dist.all_reduce(t, op=op)
+    same_bool(t, want, f"all_reduce bool {name}")
+    w = dist.all_reduce(bools(rank, 40), op=op, async_op=True)
+    w.wait()
+    same_bool(w.get_future().value()[0], want, f"all_reduce bool {name} async future")
+col = torch.stack([bools(rank, 40), torch.zeros(40, dtype=torch.bool)], dim=1)[:, 0]
+dist.all_reduce(col, op=dist.ReduceOp.SUM)
+same_bool(col, ANY, "all_reduce of a non-contiguous bool column")
+bs = [bools(rank, 40), bools(rank, 40)[:7]]
+dist.all_reduce_coalesced(bs, op=dist.ReduceOp.MIN)
+same_bool(bs[0], ALL, "all_reduce_coalesced bool 0")
+same_bool(bs[1], ALL[:7], "all_reduce_coalesced bool 1")
+for root in range(n):
+    t = bools(rank, 40)
+    dist.reduce(t, dst=root, op=dist.ReduceOp.PRODUCT)
+    if rank == root:
+        same_bool(t, ALL, f"reduce bool PRODUCT to {root}")
+    t = bools(rank, 40)
+    dist.broadcast(t, src=root)
+    same_bool(t, bools(root, 40), f"broadcast bool from {root}")
+chunks = [bools(rank, 8 * n)[8 * k:8 * k + 8] for k in range(n)]
+out = torch.zeros(8, dtype=torch.bool)
+dist.reduce_scatter(out, chunks, op=dist.ReduceOp.MAX)
+same_bool(out, torch.stack([bools(r, 8 * n) for r in range(n)]).any(0)[8 * rank:8 * rank + 8],
+          "reduce_scatter bool MAX")
+out = torch.zeros(8, dtype=torch.bool)
+dist.reduce_scatter_tensor(out, bools(rank, 8 * n), op=dist.ReduceOp.MIN)
+same_bool(out, torch.stack([bools(r, 8 * n) for r in range(n)]).all(0)[8 * rank:8 * rank + 8],
+          "reduce_scatter_tensor bool MIN")
+outs = [torch.zeros(6, dtype=torch.bool) for _ in range(n)]
+dist.all_gather(outs, bools(rank, 6))
+for r in range(n):
+    same_bool(outs[r], bools(r, 6), f"all_gather bool slot {r}")
+flatb = torch.zeros(6 * n, dtype=torch.bool)
+dist.all_gather_into_tensor(flatb, bools(rank, 6))
+same_bool(flatb, torch.cat([bools(r, 6) for r in range(n)]), "all_gather_into_tensor bool")
+gl = [torch.zeros(6, dtype=torch.bool) for _ in range(n)] if rank == 0 else None
+dist.gather(bools(rank, 6), gather_list=gl, dst=0)
+if rank == 0:
+    for r in range(n):
+        same_bool(gl[r], bools(r, 6), f"gather bool slot {r}")
+out = torch.zeros(6, dtype=torch.bool)
+dist.scatter(out, scatter_list=[bools(r, 6) for r in range(n)] if rank == 0 else None, src=0)
+same_bool(out, bools(rank, 6), "scatter bool")
+out = torch.zeros(2 * n, dtype=torch.bool)
+dist.all_to_all_single(out, bools(rank, 2 * n))
+same_bool(out, torch.cat([bools(s, 2 * n)[2 * rank:2 * rank + 2] for s in range(n)]),
+          "all_to_all_single bool")
+if n > 1:
+    if rank == 0:
+        dist.send(bools(0, 40), dst=1)
+    elif rank == 1:
+        got = torch.zeros(40, dtype=torch.bool)
+        dist.recv(got, src=0)
+        same_bool(got, bools(0, 40), "send/recv bool")
+
 # Clear errors for what weft does not do.
-for bad, text in [(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.bool)), "not supported"),
+for bad, text in [(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)), "not supported"),
+                  (lambda: dist.all_reduce(torch.zeros(2, dtype=torch.bool),
+                                           op=dist.ReduceOp.AVG), "not supported for bool"),
                   (lambda: dist.all_reduce(torch.zeros(2), op=dist.ReduceOp.BAND),
                    "integer types only"),
                   (lambda: dist.all_reduce(sparse_input(rank, torch.float32, (5,), 1),
