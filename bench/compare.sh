@@ -4,13 +4,17 @@
 #
 #   bench/compare.sh [-n RANKS] [-b MIN] [-e MAX] [-f FACTOR] [-i ITERS] [-w WARMUP]
 #                    [-s SMALL_ITERS] [-r ROUNDS] [-t tcp|shm] [--build-dir DIR] [--no-setup]
+#                    [--plot FILE.png]
 #
 # Sizes below 1 MiB run SMALL_ITERS iterations (default 1000, after a tenth of that as warm-up):
 # ten calls of a few microseconds each measure start-up skew and scheduler noise, not the library.
 # -t tcp (default): weft and Open MPI over TCP on loopback. -t shm: weft over shared memory
 # against Open MPI's shared-memory BTL (vader) twice, as shipped ("mpi") and with glibc's mmap
 # threshold disabled so its per-call buffers are reused ("mpi-nommap"), and single-thread memcpy of
-# 64 MiB measured in the same rounds. Gloo has no shared-memory path: it runs over TCP either way.
+# 64 MiB measured in the same rounds (-t tcp: one loopback TCP stream, bench/loopback_tcp.py).
+# Gloo has no shared-memory path: it runs over TCP either way. --plot draws busbw and time per
+# call against size for every library, with that limit as a line (bench/plot_bench.py,
+# matplotlib); the table behind it is kept as compare-table.tsv in the build directory.
 # Installs what it needs (scripts/setup.sh --bench), builds weft and the two baselines
 # (bench/baselines/, CMake option WEFT_BUILD_BASELINES) in a separate Release build directory,
 # runs the three sweeps plus an 8-byte latency run ROUNDS times, interleaved (weft, mpi, gloo,
@@ -22,8 +26,8 @@ set -euo pipefail
 ranks=2 min=16 max=64M factor=4 iters=10 warmup=3 small_iters=1000 latency_iters=5000 rounds=3 transport=tcp
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$root/build-compare"
-setup=1
-usage() { sed -n '4,14p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+setup=1 plot=""
+usage() { sed -n '4,18p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while [ $# -gt 0 ]; do
   case "$1" in
     -n) ranks="$2"; shift 2 ;;
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     -t) transport="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
     --no-setup) setup=0; shift ;;
+    --plot) plot="$2"; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "compare.sh: unknown option '$1'" >&2; usage 2 ;;
   esac
@@ -137,6 +142,8 @@ for round in $(seq 1 "$rounds"); do
   run gloo-lat launch "$gloo_prog" --store "$store_dir/lat" "${latency[@]}"
   if [ "$transport" = shm ]; then
     run memcpy "$reduce_bench" --benchmark_filter='BM_memcpy/67108864$' --benchmark_min_time=0.5
+  else
+    run loopback python3 "$root/bench/loopback_tcp.py" 1024 1
   fi
 done
 
@@ -147,11 +154,19 @@ rows() {
     awk '$1 ~ /^[0-9]+$/ && NF >= 9 { print $1, $6, $8, $9 }'
 }
 
+# The median of the numbers on stdin, one per line; nothing if none.
+median_lines() {
+  sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+}
 # Median single-thread memcpy bandwidth (GB/s) of the rounds' BM_memcpy/64 MiB runs; empty if none.
 memcpy_gbps() {
   cat "$build"/compare-memcpy.r*.txt 2>/dev/null |
-    awk '$1 == "BM_memcpy/67108864" && $3 == "ns" && $2 > 0 { print 67108864 / $2 }' |
-    sort -n | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'
+    awk '$1 == "BM_memcpy/67108864" && $3 == "ns" && $2 > 0 { print 67108864 / $2 }' | median_lines
+}
+# Median loopback TCP stream (GB/s) of the rounds' bench/loopback_tcp.py runs; empty if none.
+loopback_gbps() {
+  cat "$build"/compare-loopback.r*.txt 2>/dev/null |
+    awk '/^loopback TCP, one stream:/ { print $5 }' | median_lines
 }
 
 # awk helpers: median of the times collected per size.
@@ -174,22 +189,38 @@ echo "$small_iters iterations per size below 1 MiB, $iters from 1 MiB up"
 echo "weft/mpi (the better Open MPI column) and weft/gloo: busbw ratios (> 1: weft faster)." \
   "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 sizes="$( { rows weft; rows mpi; rows gloo; } | awk '{ print $1 }' | sort -nu | tr '\n' ' ')"
+tsv="$build/compare-table.tsv"
+if [ "$transport" = shm ]; then
+  limit_label="single-thread memcpy, 64 MiB" limit="$(memcpy_gbps)" where="shared memory"
+else
+  limit_label="one loopback TCP stream" limit="$(loopback_gbps)" where="TCP loopback"
+fi
+{
+  echo "# title: allreduce f32 sum, $ranks ranks, $where (gloo: TCP), median of $rounds rounds," \
+    "$(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%Y-%m-%d)"
+  [ -z "$limit" ] || echo "# limit: $limit_label=$limit"
+} >"$tsv"
 awk -v wf=<(rows weft) -v mf=<(rows mpi) -v nf=<(rows mpi-nommap) -v gf=<(rows gloo) \
-  -v sizes="$sizes" -v n="$ranks" -v memcpy="$(memcpy_gbps)" \
+  -v sizes="$sizes" -v n="$ranks" -v memcpy="$(memcpy_gbps)" -v tsv="$tsv" \
   "$median_awk"'
   # busbw from size and the median time (more digits than the printed column), wrong counts summed.
-  function load(file, bw, wrong,   line, f, times, s) {
+  function load(file, bw, wrong, us,   line, f, times, s) {
     while ((getline line < file) > 0) {
       split(line, f, " ")
       if (f[2] + 0 > 0) times[f[1]] = times[f[1]] " " f[2]
       wrong[f[1]] += f[4]
     }
-    for (s in times) bw[s] = s / (median(times[s]) * 1e3) * 2 * (n - 1) / n
+    for (s in times) {
+      us[s] = median(times[s])
+      bw[s] = s / (us[s] * 1e3) * 2 * (n - 1) / n
+    }
   }
+  function tv(v) { return v == "" ? "-" : v }
   function ratio(a, b) { return (a == "" || b == "" || b + 0 == 0) ? "-" : sprintf("%.2f", a / b) }
   function cell(v) { return v == "" ? "-" : sprintf(v < 0.01 ? "%.2e" : "%.3f", v) }
   BEGIN {
-    load(wf, w, ww); load(mf, m, mw); load(nf, nm, nw); load(gf, g, gw)
+    load(wf, w, ww, wu); load(mf, m, mw, mu); load(nf, nm, nw, nu); load(gf, g, gw, gu)
+    printf "size\tweft busbw\tweft us\tmpi busbw\tmpi us\tmpi-nm busbw\tmpi-nm us\tgloo busbw\tgloo us\n" >> tsv
     printf "%12s %11s %11s %11s %11s %9s %9s\n", "size (B)", "weft", "mpi", "mpi-nm", "gloo",
            "weft/mpi", "weft/gloo"
     count = split(sizes, order, " ")
@@ -198,6 +229,8 @@ awk -v wf=<(rows weft) -v mf=<(rows mpi) -v nf=<(rows mpi-nommap) -v gf=<(rows g
       best = (nm[s] != "" && nm[s] + 0 > m[s] + 0) ? nm[s] : m[s]
       printf "%12s %11s %11s %11s %11s %9s %9s\n", s, cell(w[s]), cell(m[s]), cell(nm[s]),
              cell(g[s]), ratio(w[s], best), ratio(w[s], g[s])
+      printf "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s, tv(w[s]), tv(wu[s]), tv(m[s]), tv(mu[s]),
+             tv(nm[s]), tv(nu[s]), tv(g[s]), tv(gu[s]) >> tsv
       if (ww[s] + mw[s] + nw[s] + gw[s] > 0) bad = bad " " s
       last = s
     }
@@ -224,5 +257,9 @@ awk -v wf=<(rows weft-lat) -v mf=<(rows mpi-lat) -v gf=<(rows gloo-lat) "$median
            "gloo/weft"
     printf "%12s %11s %11s %11s %9s %9s\n", 8, cell(w), cell(m), cell(g), ratio(m, w), ratio(g, w)
   }'
+if [ "$transport" = tcp ] && [ -n "$limit" ]; then
+  echo "one loopback TCP stream (bench/loopback_tcp.py), median of $rounds rounds: $limit GB/s"
+fi
 echo
-log "raw outputs: $build/compare-*.r{1..$rounds}.txt"
+log "raw outputs: $build/compare-*.r{1..$rounds}.txt; table: $tsv"
+if [ -n "$plot" ]; then /usr/bin/python3 "$root/bench/plot_bench.py" "$tsv" "$plot"; fi

@@ -41,6 +41,33 @@ def timed(fn, iters, warmup, group):
     return mean.item()
 
 
+def memcpy_gbps():
+    """Single-thread copy of 64 MiB (torch's copy_ on one thread), median of 5: the limit line."""
+    src, dst = torch.ones(16 << 20), torch.empty(16 << 20)
+    dst.copy_(src)
+    rates = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        dst.copy_(src)
+        rates.append((64 << 20) / (time.perf_counter() - t0) / 1e9)
+    return statistics.median(rates)
+
+
+def write_tsv(path, n, rounds, sizes, times):
+    factor = 2 * (n - 1) / n if n > 1 else 1
+    with open(path, "w") as f:
+        f.write(f"# title: torch.distributed all_reduce (float32, sum), {n} ranks, median of "
+                f"{rounds} rounds, {datetime.date.today()}\n")
+        f.write(f"# limit: single-thread copy, 64 MiB={memcpy_gbps():.3f}\n")
+        f.write("size\tweft busbw\tweft us\tgloo busbw\tgloo us\n")
+        for size in sizes:
+            cells = [str(size)]
+            for b in ("weft", "gloo"):
+                t = statistics.median(times[(b, size)])
+                cells += [f"{size / t * factor / 1e9:.6g}", f"{t * 1e6:.6g}"]
+            f.write("\t".join(cells) + "\n")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--min", default="4")
@@ -50,6 +77,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--ddp-steps", type=int, default=30)
+    p.add_argument("--tsv", help="also write the all_reduce table there (bench/plot_bench.py "
+                                 "draws it)")
     args = p.parse_args()
 
     dist.init_process_group(backend="weft", timeout=datetime.timedelta(seconds=300))
@@ -100,6 +129,8 @@ def main():
             factor = 2 * (n - 1) / n if n > 1 else 1
             print(f"{size:>12} {w * 1e6:>10.1f} {g * 1e6:>10.1f} {size / w * factor / 1e9:>11.3f} "
                   f"{size / g * factor / 1e9:>11.3f} {g / w:>10.2f}")
+        if args.tsv:
+            write_tsv(args.tsv, n, args.rounds, sizes, times)
         w = statistics.median(ddp_times["weft"])
         g = statistics.median(ddp_times["gloo"])
         print(f"DDP step (8 x Linear(1024, 1024), batch 16): weft {w * 1e3:.1f} ms, "
