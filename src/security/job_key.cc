@@ -113,7 +113,19 @@ Result<JobKey> read_job_key_fd(int fd, std::string_view name) {
 
 Result<JobKey> read_job_key_file(const std::string& path) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY));
-  if (!fd.valid()) return errno_status("job key file " + path + ": open");
+  if (!fd.valid()) {
+    const int err = errno;
+    Status st = errno_status("job key file " + path + ": open", err);
+    if (err == ENOENT && path.rfind("/proc/self/fd/", 0) == 0) {
+      // `weft run` hands its ranks the key as an inherited descriptor; a process between the
+      // rank and this one closed it (Python's subprocess does unless told pass_fds).
+      return Status(st.code(), st.message() + " (the descriptor `weft run` passes the job key in "
+                                              "was not inherited by this process: pass it on, "
+                                              "e.g. subprocess pass_fds, or give the job a key "
+                                              "file in WEFT_AUTH_KEY_FILE)");
+    }
+    return st;
+  }
   struct stat st{};
   if (fstat(fd.get(), &st) != 0) return errno_status("job key file " + path + ": fstat");
   if (!S_ISREG(st.st_mode)) {

@@ -2,6 +2,7 @@
 // a new key file, descriptors, and WEFT_AUTH_KEY_FILE's value.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 
+#include "base/fd.h"
 #include "security/job_key.h"
 #include "security/test_util.h"
 
@@ -79,6 +81,25 @@ TEST(JobKeyFile, WriteThenReadWithMode0600) {
   EXPECT_EQ(testing::hex(back->bytes()), testing::hex(key->bytes()));
   // An existing file is never overwritten.
   EXPECT_FALSE(write_job_key_file(path, *key).ok());
+}
+
+// The memfd `weft run` hands its ranks, read back through /proc/self/fd; and the descriptor not
+// inherited (closed by a process in between) is an error that says so.
+TEST(JobKeyFile, ReadsAnInheritedMemfdAndExplainsAMissingOne) {
+  auto key = JobKey::generate();
+  ASSERT_TRUE(key.ok());
+  Fd fd(::memfd_create("job-key-test", MFD_CLOEXEC));
+  ASSERT_TRUE(fd.valid());
+  ASSERT_TRUE(write_job_key_fd(fd.get(), *key, "memfd").ok());
+  auto back = read_job_key_file("/proc/self/fd/" + std::to_string(fd.get()));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(testing::hex(back->bytes()), testing::hex(key->bytes()));
+  const int closed = fd.get();
+  fd.reset();
+  auto gone = read_job_key_file("/proc/self/fd/" + std::to_string(closed));
+  ASSERT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("was not inherited by this process"), std::string::npos)
+      << gone.status().message();
 }
 
 TEST(JobKeyFile, RefusesGroupOrOtherAccess) {
