@@ -93,8 +93,11 @@ typedef struct weftWork* weftWork_t;
 
 /* An opaque 128-byte id naming the rendezvous of one job (as ncclUniqueId). Copy it by value;
  * it is plain bytes, so it can be sent over MPI, a file or a socket. It carries the address of
- * the store served by the process that made it and a random job namespace: whoever holds it can
- * join the job, so keep it as private as the job (the store it names does not authenticate). */
+ * the store served by the process that made it, a random job namespace, and whether the job
+ * uses a job key. With a key (WEFT_AUTH_KEY_FILE set where the id is made, as under weft run)
+ * the store authenticates and the links are encrypted, and every rank must have the same key in
+ * its own WEFT_AUTH_KEY_FILE; the id does not hold the key. Without one, nothing authenticates:
+ * whoever holds the id can join the job, so the id is then a secret. */
 #define WEFT_UNIQUE_ID_BYTES 128
 typedef struct {
   char internal[WEFT_UNIQUE_ID_BYTES];
@@ -113,15 +116,18 @@ WEFT_C_EXPORT const char* weftGetLastError(weftComm_t comm);
 
 /* --- creating and ending communicators */
 
-/* Starts a store server in this process (on every address, a port the kernel picks) and writes
- * an id naming it. Call it on one rank (rank 0) and hand the id to every rank. The server lives
- * until the last communicator of this process made from the id is destroyed (or until the
- * process exits, if none is ever made). Its address in the id is this host's first
- * non-loopback IPv4 address (127.0.0.1 when there is none). */
+/* Starts a store server in this process (on every address, a port the kernel picks; with the
+ * job key WEFT_AUTH_KEY_FILE names, when set) and writes an id naming it. Call it on the rank
+ * that becomes rank 0 and hand the id to every rank. The server lives until the last
+ * communicator of this process made from the id is destroyed (or until the process exits, if
+ * none is ever made), so this process should destroy its communicators last (docs/c-api.md).
+ * Its address in the id is this host's first non-loopback IPv4 address (127.0.0.1 when there is
+ * none). */
 WEFT_C_EXPORT weftResult_t weftGetUniqueId(weftUniqueId* uniqueId);
 /* Joins the job named by uniqueId as `rank` of `nranks`; blocks until every rank has joined
  * (or Options::connect_timeout, WEFT_CONNECT_TIMEOUT, passes). Settings come from the WEFT_*
- * variables and WEFT_CONFIG as for Options::from_env. Collective over the nranks ranks. */
+ * variables and WEFT_CONFIG as for Options::from_env; the job key of a keyed id from this
+ * process's WEFT_AUTH_KEY_FILE. Collective over the nranks ranks. */
 WEFT_C_EXPORT weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId uniqueId,
                                             int rank);
 /* Rank, size and store from the launcher's environment (as weft::Communicator::from_env):

@@ -20,8 +20,9 @@ struct ServerLease;
 }  // namespace weft::capi
 
 struct weftComm {
-  std::unique_ptr<weft::Communicator> comm;
+  // Declared first so it goes last: the store outlives the communicator's shutdown.
   std::shared_ptr<weft::capi::ServerLease> server;  // null unless made from this process's id
+  std::unique_ptr<weft::Communicator> comm;
 };
 
 struct weftWork {

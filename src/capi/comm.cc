@@ -1,4 +1,5 @@
 // Creating, splitting and ending communicators (weft_c.h).
+#include <cstdlib>
 #include <string>
 
 #include "capi.h"
@@ -11,7 +12,13 @@ namespace {
 
 weftComm_t adopt(std::unique_ptr<weft::Communicator> comm,
                  std::shared_ptr<weft::capi::ServerLease> server) {
-  return new weftComm{std::move(comm), std::move(server)};
+  return new weftComm{std::move(server), std::move(comm)};
+}
+
+// WEFT_AUTH_KEY_FILE, or "" when unset.
+std::string job_key_file() {
+  const char* value = std::getenv("WEFT_AUTH_KEY_FILE");
+  return value == nullptr ? std::string() : std::string(value);
 }
 
 }  // namespace
@@ -20,7 +27,8 @@ extern "C" {
 
 weftResult_t weftGetUniqueId(weftUniqueId* uniqueId) {
   if (uniqueId == nullptr) return invalid(-1, "weftGetUniqueId", "uniqueId is NULL");
-  auto id = weft::capi::make_unique_id();
+  // The C API is an edge, as a launcher is: it reads the key file's name where from_env would.
+  auto id = weft::capi::make_unique_id(job_key_file());
   if (!id.ok()) return fail(id.status());
   *uniqueId = id.value();
   return weftSuccess;
@@ -42,17 +50,27 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId uniqueI
   weft::Options o = options.value();
   o.rank = rank;
   o.size = nranks;
+  // A keyed id: every rank brings the job key (its own WEFT_AUTH_KEY_FILE; under weft run, the
+  // launcher's). Unkeyed: the store does not authenticate, and neither do the links.
+  std::string key_file;
+  if (id->keyed) {
+    key_file = job_key_file();
+    if (key_file.empty()) {
+      return invalid(rank, op,
+                     "the id was made with a job key and WEFT_AUTH_KEY_FILE is not set here");
+    }
+  }
   // The process that serves the id reaches its own server over loopback.
   std::shared_ptr<weft::capi::ServerLease> lease = weft::capi::lease_for(id.value());
   const std::string host = lease ? std::string("127.0.0.1") : id->host;
-  auto store = weft::connect_tcp_store(host, id->port, o.connect_timeout);
+  auto store = weft::connect_tcp_store(host, id->port, o.connect_timeout, key_file);
   if (!store.ok()) {
     return fail(store.status().with_context("rank " + std::to_string(rank) + ": " + op +
                                             ": cannot reach the store at " + host + ":" +
                                             std::to_string(id->port)));
   }
   auto made = weft::Communicator::create(
-      o, weft::make_prefix_store("capi/" + id->job, std::move(store.value())));
+      o, weft::make_prefix_store("capi/" + id->job, std::move(store.value())), key_file);
   if (!made.ok()) return fail(made.status());
   weft::capi::release_id_hold(id.value());
   *comm = adopt(std::move(made.value()), std::move(lease));

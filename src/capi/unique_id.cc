@@ -23,7 +23,8 @@ namespace {
 
 constexpr char kMagic[8] = {'w', 'e', 'f', 't', 'i', 'd', '0', '1'};
 constexpr size_t kPortAt = 8, kJobAt = 10, kJobBytes = 16, kHostAt = 26, kHostBytes = 64;
-static_assert(kHostAt + kHostBytes <= WEFT_UNIQUE_ID_BYTES);
+constexpr size_t kKeyedAt = kHostAt + kHostBytes;
+static_assert(kKeyedAt < WEFT_UNIQUE_ID_BYTES);
 
 // The servers this process serves ids from, by job namespace. `held` keeps a server alive for
 // an id no communicator uses yet; `lease` finds it for the communicators that do.
@@ -97,11 +98,14 @@ Result<UniqueId> parse_unique_id(const weftUniqueId& id) {
   if (host_len == 0 || host_len == kHostBytes) return bad_id("names no store host");
   out.host.assign(b + kHostAt, host_len);
   if (out.port == 0) return bad_id("names no store port");
+  out.keyed = b[kKeyedAt] == 1;
   return out;
 }
 
-Result<weftUniqueId> make_unique_id() {
-  auto server = TcpStoreServer::start("", 0);
+Result<weftUniqueId> make_unique_id(const std::string& key_file) {
+  TcpStoreConfig config;
+  config.auth_key_file = key_file;
+  auto server = TcpStoreServer::start("", 0, config);
   if (!server.ok()) return server.status().with_context("weftGetUniqueId: cannot start a store");
   auto lease = std::make_shared<ServerLease>();
   lease->job = random_job();
@@ -119,6 +123,7 @@ Result<weftUniqueId> make_unique_id() {
         static_cast<char>(std::stoi(lease->job.substr(2 * i, 2), nullptr, 16));
   }
   std::memcpy(id.internal + kHostAt, host.data(), std::min(host.size(), kHostBytes - 1));
+  id.internal[kKeyedAt] = key_file.empty() ? 0 : 1;
 
   std::lock_guard lock(served_mu);
   served()[lease->job] = Served{lease, lease};

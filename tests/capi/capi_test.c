@@ -1,6 +1,7 @@
 /* The C API from C11: every collective's results, the async path, errors and the unique-id
  * path. Run under `weft run -n N` (any N >= 2) with no argument; with the argument `threads` it
  * runs alone: three threads make one communicator from a unique id made by the first. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -171,6 +172,8 @@ static void check_async(weftComm_t comm, int rank, int n) {
 
 static bool says(const char* what) { return strstr(weftGetLastError(NULL), what) != NULL; }
 
+static void check_keyed_id_needs_the_key(int rank);
+
 static void check_errors(weftComm_t comm, int rank, int n) {
   int32_t a = 0, b = 0;
   CHECK(weftAllReduce(&a, &b, 1, (weftDataType_t)42, weftSum, comm) == weftInvalidArgument);
@@ -204,6 +207,7 @@ static void check_errors(weftComm_t comm, int rank, int n) {
   CHECK(strcmp(weftGetErrorString(weftTimeout), "timeout") == 0);
   CHECK(strcmp(weftGetErrorString(weftPeerLost), "peer lost") == 0);
   CHECK(weftGetErrorString((weftResult_t)1000) != NULL);
+  check_keyed_id_needs_the_key(rank);
 }
 
 static void check_split(weftComm_t comm, int rank, int n) {
@@ -231,14 +235,33 @@ static void check_unique_id_across_processes(weftComm_t comm, int rank, int n) {
   if (rank == 0) OK(weftGetUniqueId(&id));
   OK(weftBroadcast(&id, &id, sizeof id, weftUint8, 0, comm));
   weftComm_t fresh = NULL;
-  OK(weftCommInitRank(&fresh, n, id, n - 1 - rank)); /* ranks reversed */
+  /* The id's maker is rank 0 (docs/c-api.md: its process serves the store); the others'
+   * ranks are reversed. */
+  const int want = rank == 0 ? 0 : n - rank;
+  OK(weftCommInitRank(&fresh, n, id, want));
   int fr = -1;
   OK(weftCommUserRank(fresh, &fr));
-  CHECK(fr == n - 1 - rank);
+  CHECK(fr == want);
   int32_t v = fr, s = 0;
   OK(weftAllReduce(&v, &s, 1, weftInt32, weftSum, fresh));
   CHECK(s == n * (n - 1) / 2);
   OK(weftCommDestroy(fresh));
+}
+
+/* Under weft run the id is keyed: a process without the key cannot use it. */
+static void check_keyed_id_needs_the_key(int rank) {
+  const char* key = getenv("WEFT_AUTH_KEY_FILE");
+  if (rank != 0 || key == NULL || *key == 0) return;
+  char saved[4096];
+  CHECK(strlen(key) < sizeof saved);
+  strcpy(saved, key);
+  weftUniqueId id;
+  OK(weftGetUniqueId(&id));
+  CHECK(unsetenv("WEFT_AUTH_KEY_FILE") == 0);
+  weftComm_t none = NULL;
+  CHECK(weftCommInitRank(&none, 1, id, 0) == weftInvalidArgument);
+  CHECK(none == NULL && says("weftCommInitRank") && says("WEFT_AUTH_KEY_FILE"));
+  CHECK(setenv("WEFT_AUTH_KEY_FILE", saved, 1) == 0);
 }
 
 static int run_under_launcher(void) {
