@@ -3,6 +3,8 @@
  * runs alone: three threads make one communicator from a unique id made by the first. */
 #define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -288,6 +290,8 @@ static int run_under_launcher(void) {
 enum { kThreads = 3 };
 static weftUniqueId shared_id;
 
+static atomic_int rank0_waited;
+
 static void* thread_rank(void* arg) {
   const int rank = (int)(intptr_t)arg;
   weftComm_t comm = NULL;
@@ -296,6 +300,21 @@ static void* thread_rank(void* arg) {
   OK(weftAllReduce(&v, &s, 1, weftInt32, weftSum, comm));
   CHECK(s == kThreads * (kThreads + 1) / 2);
   check_async(comm, rank, kThreads);
+  /* A wait that runs out before the operation: weftTimeout naming it, and the work goes on. */
+  if (rank == 0) {
+    weftWork_t w = NULL;
+    OK(weftAllReduceAsync(&v, &s, 1, weftInt32, weftMax, comm, &w));
+    CHECK(weftWorkWait(w, 20) == weftTimeout);
+    CHECK(strstr(weftGetLastError(comm), "weftWorkWait") != NULL);
+    CHECK(strstr(weftGetLastError(comm), "allreduce") != NULL);
+    atomic_store(&rank0_waited, 1);
+    OK(weftWorkWait(w, -1));
+    OK(weftWorkFree(w));
+  } else {
+    while (!atomic_load(&rank0_waited)) sched_yield();
+    OK(weftAllReduce(&v, &s, 1, weftInt32, weftMax, comm));
+  }
+  CHECK(s == kThreads);
   OK(weftCommDestroy(comm));
   return NULL;
 }
@@ -306,6 +325,15 @@ static int run_threads(void) {
   for (int r = 0; r < kThreads; ++r)
     CHECK(pthread_create(&threads[r], NULL, thread_rank, (void*)(intptr_t)r) == 0);
   for (int r = 0; r < kThreads; ++r) CHECK(pthread_join(threads[r], NULL) == 0);
+  /* A job of one rank, ended by weftCommAbort. */
+  weftUniqueId solo_id;
+  weftComm_t solo = NULL;
+  OK(weftGetUniqueId(&solo_id));
+  OK(weftCommInitRank(&solo, 1, solo_id, 0));
+  int32_t v = 5, s = 0;
+  OK(weftAllReduce(&v, &s, 1, weftInt32, weftSum, solo));
+  CHECK(s == 5);
+  OK(weftCommAbort(solo));
   printf("capi_test: %d threads from one unique id ok\n", kThreads);
   return 0;
 }
