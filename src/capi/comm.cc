@@ -44,7 +44,7 @@ weftResult_t weftCommInitRank(weftComm_t* comm, int nranks, weftUniqueId uniqueI
                        " ranks is out of range");
   }
   auto id = weft::capi::parse_unique_id(uniqueId);
-  if (!id.ok()) return fail(id.status());
+  if (!id.ok()) return fail(id.status().with_context("rank " + std::to_string(rank)));
   auto options = weft::Options::from_env();
   if (!options.ok()) return fail(options.status());
   weft::Options o = options.value();
