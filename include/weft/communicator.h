@@ -56,6 +56,12 @@ class WEFT_API Communicator {
   // options.connect_timeout passes. options.rank and options.size must be set.
   static Result<std::unique_ptr<Communicator>> create(const Options& options,
                                                       std::shared_ptr<Store> store);
+  // The same with the job key in `auth_key_file` (what WEFT_AUTH_KEY_FILE names): the links are
+  // secured as options.security says (automatic: encrypted; docs/security.md). `store` should
+  // authenticate with the same key (connect_tcp_store with auth_key_file). Empty: as above.
+  static Result<std::unique_ptr<Communicator>> create(const Options& options,
+                                                      std::shared_ptr<Store> store,
+                                                      const std::string& auth_key_file);
   // Reads rank, size and the rendezvous store from the launcher environment (weft run, torchrun,
   // Open MPI, Slurm; WEFT_* overrides), applies Options::from_env on top of `base`, and creates.
   static Result<std::unique_ptr<Communicator>> from_env(const Options& base);

@@ -24,7 +24,20 @@ Communicator::~Communicator() = default;
 Result<std::unique_ptr<Communicator>> Communicator::create(const Options& options,
                                                            std::shared_ptr<Store> store) {
   // The caller brought its own store and no key: only a mode that needs none is accepted.
-  auto security = resolve_link_security(options.security, nullptr, /*log_rank0=*/false);
+  return create(options, std::move(store), std::string());
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const Options& options,
+                                                           std::shared_ptr<Store> store,
+                                                           const std::string& auth_key_file) {
+  // Without a key file only a mode that needs no key is accepted.
+  std::shared_ptr<const security::JobKey> key;
+  if (!auth_key_file.empty()) {
+    auto read = security::read_job_key_file(auth_key_file);
+    if (!read.ok()) return read.status().with_context("job key file " + auth_key_file);
+    key = std::make_shared<const security::JobKey>(std::move(read).value());
+  }
+  auto security = resolve_link_security(options.security, std::move(key), /*log_rank0=*/false);
   if (!security.ok()) return security.status();
   auto impl = CommunicatorImpl::create(options, std::move(store), nullptr, true, 0, nullptr,
                                        security.value());

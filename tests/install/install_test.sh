@@ -3,7 +3,7 @@
 # temporary folder) and uses every part of it from outside the repository:
 #  - a CMake consumer (find_package(weft) + weft::weft, no C++ standard set: the target brings
 #    C++20) and a pkg-config consumer (g++ with nothing but pkg-config's flags), built and run,
-#    alone and under the installed `weft run`;
+#    alone and under the installed `weft run`; the same for a C11 program using weft_c.h;
 #  - the man pages: one per command that `weft --help` lists, under share/man/man1;
 #  - with PYTHON (the interpreter the module was built for; "" when it was not), the Python
 #    package: imported from the prefix with no PYTHONPATH, and a 2-rank job under the installed
@@ -45,7 +45,19 @@ flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs weft)
 # shellcheck disable=SC2086
 g++ -o "$work/pc-consumer" "$src/tests/install/consumer/main.cc" $flags -pthread
 LD_LIBRARY_PATH=$libdir "$work/pc-consumer"
-echo "install test: find_package and pkg-config consumers passed"
+
+# The C API from C11: with CMake, and with gcc and pkg-config (the include path and the library;
+# --cflags also holds -std=c++20 for C++ consumers).
+cmake -S "$src/tests/install/c_consumer" -B "$work/c-build" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/c-build" >/dev/null
+LD_LIBRARY_PATH=$libdir "$weft" run -n 2 "$work/c-build/c_consumer"
+c_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags-only-I --libs weft)
+# shellcheck disable=SC2086
+gcc -std=c11 -Wall -Wpedantic -o "$work/pc-c-consumer" "$src/tests/install/c_consumer/main.c" \
+  $c_flags
+LD_LIBRARY_PATH=$libdir "$weft" run -n 2 "$work/pc-c-consumer"
+echo "install test: find_package and pkg-config consumers (C++ and C) passed"
 
 if [ -n "$python" ]; then
   cd "$work"  # nothing of the repository on the path

@@ -44,6 +44,9 @@ PROBES = [
     ("tools/diag_cmd.cc", "core/communicator_impl.h", False),  # tools see exported headers only
     ("tools/diag_cmd.cc", "transport/shm/segment.h", False),
     ("tools/diag_cmd.cc", "core/diag_report.h", True),
+    ("src/capi/comm.cc", "core/communicator_impl.h", False),  # the C API: the public API only
+    ("src/capi/comm.cc", "rendezvous/bootstrap.h", False),
+    ("src/capi/comm.cc", "weft/communicator.h", True),
 ]
 
 
