@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -124,9 +125,14 @@ void ShmTransport::fail(const Status& status) {
     }
   }
   fail_locked_out(failure());
+  // Another thread's fail() may still be completing requests it took from the queues: the
+  // caller (e.g. an operation's Context, which frees its requests next) must not return before
+  // that thread is done with them.
+  while (completing_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 void ShmTransport::fail_locked_out(const Status& status) {
+  completing_.fetch_add(1, std::memory_order_acq_rel);
   std::vector<Request*> reqs;
   for (auto& peer : peers_) {
     Peer& p = *peer;
@@ -146,6 +152,7 @@ void ShmTransport::fail_locked_out(const Status& status) {
   for (Request* r : matcher_.close_any()) reqs.push_back(r);
   for (Request* r : reqs) r->complete(status);
   ring(own_->header());
+  completing_.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace weft::shm

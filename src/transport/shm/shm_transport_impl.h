@@ -309,6 +309,9 @@ class ShmTransport final : public Transport {
   mutable Mutex err_mu_;  // a leaf (taken under a Peer::mu)
   Status error_ GUARDED_BY(err_mu_);
   std::atomic<bool> failed_{false};
+  // fail_locked_out calls still completing requests they took from the queues (outside the
+  // peer locks): fail() returns only once none is, so a caller may free its requests then.
+  std::atomic<int> completing_{0};
 
   CurrentFingerprint current_;
   // Shared-buffer collectives (thread running collectives only): how many ran, the current one.
