@@ -29,6 +29,10 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weftConfig.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft COMPONENT development)
 # weft.pc finds its prefix relative to itself, so `cmake --install --prefix X` stays relocatable.
 file(RELATIVE_PATH WEFT_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
-configure_file(${PROJECT_SOURCE_DIR}/cmake/weft.pc.in ${CMAKE_CURRENT_BINARY_DIR}/weft.pc @ONLY)
-install(FILES ${CMAKE_CURRENT_BINARY_DIR}/weft.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
-  COMPONENT development)
+# weft.pc is for C++ (its Cflags say -std=c++20); weft-c.pc for C programs of the C API (the
+# include path only: a C compiler warns about -std=c++20).
+foreach(pc weft weft-c)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/${pc}.pc.in ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc @ONLY)
+  install(FILES ${CMAKE_CURRENT_BINARY_DIR}/${pc}.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig
+    COMPONENT development)
+endforeach()

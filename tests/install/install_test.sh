@@ -46,13 +46,13 @@ flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs weft)
 g++ -o "$work/pc-consumer" "$src/tests/install/consumer/main.cc" $flags -pthread
 LD_LIBRARY_PATH=$libdir "$work/pc-consumer"
 
-# The C API from C11: with CMake, and with gcc and pkg-config (the include path and the library;
-# --cflags also holds -std=c++20 for C++ consumers).
+# The C API from C11: with CMake, and with gcc and pkg-config's weft-c (the include path and the
+# library; weft.pc's Cflags hold -std=c++20, for C++ consumers).
 cmake -S "$src/tests/install/c_consumer" -B "$work/c-build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/c-build" >/dev/null
 LD_LIBRARY_PATH=$libdir "$weft" run -n 2 "$work/c-build/c_consumer"
-c_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags-only-I --libs weft)
+c_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs weft-c)
 # shellcheck disable=SC2086
 gcc -std=c11 -Wall -Wpedantic -o "$work/pc-c-consumer" "$src/tests/install/c_consumer/main.c" \
   $c_flags
