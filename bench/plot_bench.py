@@ -12,6 +12,7 @@ TABLE.tsv, as bench/compare.sh and bench/torch_compare.py write it:
     <bytes>  <GB/s>  <us>  ...         ("-" where a library has no figure)
 Needs matplotlib (Debian python3-matplotlib; scripts/setup.sh --bench installs it).
 """
+import os
 import sys
 
 
@@ -93,6 +94,7 @@ def main():
         ax.legend(fontsize="small")
     fig.suptitle(meta.get("title", ""), fontsize="medium")
     fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(sys.argv[2])), exist_ok=True)
     fig.savefig(sys.argv[2], dpi=110)
     print(f"plot_bench.py: wrote {sys.argv[2]}")
 
