@@ -5,9 +5,12 @@
 FILE a file_sd target list; Prometheus (Debian's `prometheus`, started here on 127.0.0.1:0 with a
 1 s scrape interval) discovers the ranks through it. The test asks Prometheus's HTTP API for
 weft_collectives_total and expects exactly the allreduces the ranks ran, checks one rank's scrape
-with `promtool check metrics`, then lets the job end and expects the target list emptied.
+with `promtool check metrics`, runs every query of deploy/grafana/weft-dashboard.json against the
+job's data (each must be valid PromQL; the main ones must return series), checks deploy/'s
+Prometheus configuration and alert rules with promtool, then lets the job end and expects the
+target list emptied.
 
-Usage: prometheus_test.py WEFT_TOOL METRICS_JOB
+Usage: prometheus_test.py WEFT_TOOL METRICS_JOB SOURCE_DIR
 Exit 77 (skipped) when prometheus or promtool is not installed.
 """
 import json
@@ -57,7 +60,7 @@ def scalar(port, expr):
 
 
 def main():
-    weft, job = sys.argv[1], sys.argv[2]
+    weft, job, source = sys.argv[1], sys.argv[2], sys.argv[3]
     if not shutil.which("prometheus") or not shutil.which("promtool"):
         print("prometheus_test: prometheus/promtool not installed (scripts/setup.sh)")
         return 77
@@ -120,6 +123,27 @@ scrape_configs:
         print(f"promtool check metrics: exit {check.returncode} "
               f"{(check.stdout + check.stderr).decode().strip()}")
         assert check.returncode == 0
+
+        # The dashboard's queries over this job's data ($__rate_interval: the whole job so far).
+        with open(os.path.join(source, "deploy/grafana/weft-dashboard.json")) as f:
+            dashboard = json.load(f)
+        must_have_data = {"Ranks up", "Collectives per second, by op", "Collective payload, by op",
+                          "Mean collective time, by op", "Peers lost"}
+        checked = 0
+        for panel in dashboard["panels"]:
+            for target in panel["targets"]:
+                expr = target["expr"].replace("$__rate_interval", "1m")
+                result = query(port, expr)  # exits on a query Prometheus refuses
+                checked += 1
+                if panel["title"] in must_have_data and not result:
+                    raise SystemExit(f"prometheus_test: panel '{panel['title']}' has no data: {expr}")
+        print(f"dashboard: {checked} queries valid")
+        for what, path in [("config", "deploy/prometheus/prometheus.yml"),
+                           ("rules", "deploy/prometheus/weft-alerts.yml")]:
+            check = subprocess.run(["promtool", "check", what, os.path.join(source, path)],
+                                   capture_output=True, text=True)
+            assert check.returncode == 0, check.stdout + check.stderr
+        print("promtool check config/rules on deploy/prometheus: ok")
     finally:
         open(stop, "w").close()
         try:
