@@ -83,7 +83,7 @@ void add_collectives(FamilyBuilder& b, const MetricsSnapshot& s,
     }
     if (calls == 0) continue;
     b.counter("weft_collective_bytes_total",
-              "Payload bytes of this rank's collective calls (its input), by transport",
+              "Bytes of this rank's collective calls (the size the algorithm selector uses), by transport",
               with({{"op", to_string(kind)}, {"transport", transport}}), double(c.bytes.get()));
     ClientMetric& h = b.add("weft_collective_duration_seconds",
                             "Time from an operation's start to its end on this rank",

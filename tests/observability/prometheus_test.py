@@ -124,7 +124,11 @@ scrape_configs:
               f"{(check.stdout + check.stderr).decode().strip()}")
         assert check.returncode == 0
 
-        # The dashboard's queries over this job's data ($__rate_interval: the whole job so far).
+        # The dashboard's queries over this job's data ($__rate_interval: the whole job so far);
+        # rates need two scrapes of every rank.
+        wait_for("two scrapes of every rank", lambda: (lambda v: v if v is not None and v >= 2
+                                                        else None)(
+            scalar(port, 'min(count_over_time(weft_collectives_total{op="allreduce"}[1m]))')))
         with open(os.path.join(source, "deploy/grafana/weft-dashboard.json")) as f:
             dashboard = json.load(f)
         must_have_data = {"Ranks up", "Collectives per second, by op", "Collective payload, by op",
