@@ -1,7 +1,8 @@
 // Avro (the C library, avro-c; schemas schema/*.avsc): generic values reused between calls, the
-// binary encoding into and out of memory. Records are the binary encoding of each record one after
-// the other (what an object container file's blocks hold, without the file header and sync
-// markers); a tensor's elements are one `bytes` field, handed to avro-c without a copy.
+// binary encoding into and out of memory. Records are the binary encoding of an array of User in
+// one block (count, records, 0); avro-c's generic array would hold all million as values, so the
+// block's count and end are written here and each record by avro-c. A tensor's elements are one
+// `bytes` field, handed to avro-c without a copy.
 #include <avro.h>
 
 #include <cstring>
@@ -71,13 +72,37 @@ class AvroValue {
 
 constexpr size_t kMaxVarint = 10;  // an Avro long, zig-zag varint
 
+// An Avro long (zig-zag, then 7 bits a byte, low first) at `out`; its size.
+size_t put_long(char* out, uint64_t v) {
+  uint64_t z = v << 1;  // v >= 0 here: zig-zag is a shift
+  size_t n = 0;
+  for (; z >= 0x80; z >>= 7) out[n++] = static_cast<char>((z & 0x7f) | 0x80);
+  out[n++] = static_cast<char>(z);
+  return n;
+}
+// The Avro long at the start of `in` into `v`; the bytes it took, 0 if none is there.
+size_t get_long(std::string_view in, int64_t& v) {
+  uint64_t z = 0;
+  for (size_t n = 0; n < in.size() && n < kMaxVarint; ++n) {
+    z |= uint64_t{static_cast<uint8_t>(in[n]) & 0x7fu} << (7 * n);
+    if ((static_cast<uint8_t>(in[n]) & 0x80) == 0) {
+      v = static_cast<int64_t>(z >> 1) ^ -static_cast<int64_t>(z & 1);
+      return n + 1;
+    }
+  }
+  return 0;
+}
+
+// Records are Avro's encoding of an array<User> in one block: the count, the records, 0.
 class RecordsCoder final : public Coder<Records> {
  public:
   std::string encode(const Records& in, std::string_view& wire) override {
     if (!user_.failure().empty()) return user_.failure();
-    size_t bound = 0;
+    size_t bound = 2 * kMaxVarint;
     for (const Record& r : in) bound += r.name.size() + 2 * kMaxVarint;
     avro_writer_t w = user_.writer(bytes_, bound);
+    size_t head = put_long(bytes_.data(), in.size());
+    avro_writer_memory_set_dest(w, bytes_.data() + head, static_cast<int64_t>(bytes_.size() - head));
     avro_value_t name = user_.field(0), age = user_.field(1);
     for (const Record& r : in) {
       // avro-c's string sizes count the terminating NUL.
@@ -86,14 +111,20 @@ class RecordsCoder final : public Coder<Records> {
         return avro_failure("write");
       }
     }
-    wire = std::string_view(bytes_).substr(0, static_cast<size_t>(avro_writer_tell(w)));
+    size_t end = head + static_cast<size_t>(avro_writer_tell(w));
+    bytes_[end] = '\0';  // the array's end: a block of no items
+    wire = std::string_view(bytes_).substr(0, end + 1);
     return {};
   }
   std::string decode(std::string_view wire, Records& out) override {
     if (!user_.failure().empty()) return user_.failure();
-    avro_reader_t r = user_.reader(wire);
+    int64_t count = 0;
+    size_t head = get_long(wire, count);
+    if (head == 0 || count < 0 || wire.back() != '\0') return "not one block of an array";
+    avro_reader_t r = user_.reader(wire.substr(head, wire.size() - head - 1));
     out.clear();
-    while (!avro_reader_is_eof(r)) {
+    out.reserve(static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
       if (avro_value_read(r, &user_.value()) != 0) return avro_failure("read");
       avro_value_t name = user_.field(0), age = user_.field(1);
       const char* text = nullptr;
