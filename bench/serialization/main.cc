@@ -6,7 +6,8 @@
 //
 //   weft_serialization_bench [--records=N] [--max-bytes=B] [benchmark flags]
 //     --records    records in the records workload (default 1000000)
-//     --max-bytes  largest dense tensor, 4 KiB to 64 MiB by factors of 16 (default 64 MiB)
+//     --max-bytes  largest dense tensor (default 64 MiB; the sizes are 4 KiB, 64 KiB, 1 MiB,
+//                  16 MiB and 64 MiB)
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -97,7 +98,9 @@ void register_all(const Options& o) {
                             simdjson_format(),     weft_frame_format()};
   auto records = std::make_shared<const Records>(make_records(o.records));
   for (const Format& f : formats) add(f, f.records, "records/" + std::to_string(o.records), records);
-  for (size_t bytes = 4096; bytes <= o.max_bytes; bytes *= 16) {
+  for (size_t bytes : {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
+                       size_t{64} << 20}) {
+    if (bytes > o.max_bytes) break;
     auto tensor = std::make_shared<const Tensor>(make_tensor(bytes, Values::finite));
     auto sparse = std::make_shared<const SparseTensor>(make_sparse(bytes, Values::finite));
     for (const Format& f : formats) {
