@@ -49,12 +49,14 @@ def must_fail(fmt, workload):
 def check(rows):
     problems = []
     for (fmt, workload, size), entries in rows.items():
-        why = failure(entries)
-        if must_fail(fmt, workload):
-            if why is None or "fails round trip" not in why:
-                problems.append(f"{fmt}/{workload}/{size}: carried NaN/Inf through JSON?")
-        elif why is not None:
-            problems.append(f"{fmt}/{workload}/{size}: {why}")
+        for direction, b in entries.items():
+            name = f"{fmt}/{workload}/{size}/{direction}"
+            why = b.get("error_message", "error") if b.get("error_occurred") else None
+            if must_fail(fmt, workload):
+                if why is None or "fails round trip" not in why:
+                    problems.append(f"{name}: carried NaN/Inf through JSON?")
+            elif why is not None:
+                problems.append(f"{name}: {why}")
     seen = {fmt for fmt, _, _ in rows}
     problems += [f"{fmt}: no results" for fmt in FORMATS if fmt not in seen]
     for p in problems:
