@@ -102,7 +102,8 @@ class RecordsCoder final : public Coder<Records> {
     for (const Record& r : in) bound += r.name.size() + 2 * kMaxVarint;
     avro_writer_t w = user_.writer(bytes_, bound);
     size_t head = put_long(bytes_.data(), in.size());
-    avro_writer_memory_set_dest(w, bytes_.data() + head, static_cast<int64_t>(bytes_.size() - head));
+    avro_writer_memory_set_dest(w, bytes_.data() + head,
+                                static_cast<int64_t>(bytes_.size() - head));
     avro_value_t name = user_.field(0), age = user_.field(1);
     for (const Record& r : in) {
       // avro-c's string sizes count the terminating NUL.

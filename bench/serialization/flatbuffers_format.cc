@@ -103,8 +103,7 @@ class SparseCoder final : public Coder<SparseTensor> {
   }
   std::string decode(std::string_view wire, SparseTensor& out) override {
     const fb::SparseTensor* m = verified_root<fb::SparseTensor>(wire);
-    if (m == nullptr || m->indices() == nullptr || m->values() == nullptr ||
-        !get_header(m, out)) {
+    if (m == nullptr || m->indices() == nullptr || m->values() == nullptr || !get_header(m, out)) {
       return "not a valid SparseTensor buffer";
     }
     out.indices.assign(m->indices()->begin(), m->indices()->end());

@@ -83,23 +83,23 @@ void add(const Format& format, const CoderFactory<T>& factory, const std::string
   if (!factory) return;
   for (Direction d : {Direction::encode, Direction::decode}) {
     if (d == Direction::encode && !format.encode_timed) continue;
-    std::string name = format.name + "/" + workload +
-                       (d == Direction::encode ? "/encode" : "/decode");
-    benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& state) {
-      run(state, format, factory, *data, d);
-    });
+    std::string name =
+        format.name + "/" + workload + (d == Direction::encode ? "/encode" : "/decode");
+    benchmark::RegisterBenchmark(
+        name.c_str(), [=](benchmark::State& state) { run(state, format, factory, *data, d); });
   }
 }
 
 void register_all(const Options& o) {
-  const Format formats[] = {protobuf_format(),     protobuf_repeated_float_format(),
-                            flatbuffers_format(),  avro_format(),
+  const Format formats[] = {protobuf_format(),      protobuf_repeated_float_format(),
+                            flatbuffers_format(),   avro_format(),
                             nlohmann_json_format(), rapidjson_format(),
-                            simdjson_format(),     weft_frame_format()};
+                            simdjson_format(),      weft_frame_format()};
   auto records = std::make_shared<const Records>(make_records(o.records));
-  for (const Format& f : formats) add(f, f.records, "records/" + std::to_string(o.records), records);
-  for (size_t bytes : {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20,
-                       size_t{64} << 20}) {
+  std::string records_name = "records/" + std::to_string(o.records);
+  for (const Format& f : formats) add(f, f.records, records_name, records);
+  for (size_t bytes :
+       {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20, size_t{16} << 20, size_t{64} << 20}) {
     if (bytes > o.max_bytes) break;
     auto tensor = std::make_shared<const Tensor>(make_tensor(bytes, Values::finite));
     auto sparse = std::make_shared<const SparseTensor>(make_sparse(bytes, Values::finite));
@@ -111,7 +111,8 @@ void register_all(const Options& o) {
   }
   // NaN (with a payload), +Inf and -Inf among the values: which formats carry them bit for bit.
   constexpr size_t kNonfiniteBytes = 4096;
-  auto tensor = std::make_shared<const Tensor>(make_tensor(kNonfiniteBytes, Values::with_nonfinite));
+  auto tensor =
+      std::make_shared<const Tensor>(make_tensor(kNonfiniteBytes, Values::with_nonfinite));
   auto sparse =
       std::make_shared<const SparseTensor>(make_sparse(kNonfiniteBytes, Values::with_nonfinite));
   for (const Format& f : formats) {

@@ -3,7 +3,6 @@
 // finite fp32 values survive); NaN and Inf have no JSON number and are dumped as null, which
 // decode() reports instead of inventing a value.
 #include <nlohmann/json.hpp>
-
 #include <stdexcept>
 
 #include "format.h"

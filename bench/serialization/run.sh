@@ -34,7 +34,10 @@ if [ "$build_it" = 1 ]; then
   cmake --build "$build" --parallel "$(nproc)" --target weft_serialization_bench >&2
 fi
 bench="$build/bench/serialization/weft_serialization_bench"
-[ -x "$bench" ] || { echo "run.sh: $bench is not built (libraries missing? scripts/setup.sh)" >&2; exit 1; }
+if [ ! -x "$bench" ]; then
+  echo "run.sh: $bench is not built (a library missing? scripts/setup.sh)" >&2
+  exit 1
+fi
 
 log "running $bench (load: $(cut -d' ' -f1-3 /proc/loadavg))"
 "$bench" --benchmark_min_time="$min_time" --benchmark_out="$build/serialization.json" \

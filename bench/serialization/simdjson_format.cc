@@ -107,12 +107,12 @@ simdjson::error_code SimdjsonCoder<SparseTensor>::read(od::document& doc, Sparse
 
 Format simdjson_format() {
   Format rapid = rapidjson_format();
-  return {.name = "json-simdjson",
-          .records = [rapid] { return std::make_unique<SimdjsonCoder<Records>>(rapid.records()); },
-          .tensor = [rapid] { return std::make_unique<SimdjsonCoder<Tensor>>(rapid.tensor()); },
-          .sparse =
-              [rapid] { return std::make_unique<SimdjsonCoder<SparseTensor>>(rapid.sparse()); },
-          .encode_timed = false};
+  return {
+      .name = "json-simdjson",
+      .records = [rapid] { return std::make_unique<SimdjsonCoder<Records>>(rapid.records()); },
+      .tensor = [rapid] { return std::make_unique<SimdjsonCoder<Tensor>>(rapid.tensor()); },
+      .sparse = [rapid] { return std::make_unique<SimdjsonCoder<SparseTensor>>(rapid.sparse()); },
+      .encode_timed = false};
 }
 
 }  // namespace weft::bench

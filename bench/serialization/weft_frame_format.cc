@@ -76,8 +76,7 @@ class SparseCoder final : public Coder<SparseTensor> {
     auto* out = reinterpret_cast<uint8_t*>(bytes_.data());
     tcp::encode_header(header(OpKind::allgatherv, payload, payload), out);
     std::memcpy(out + tcp::kHeaderBytes, in.indices.data(), m * sizeof(int64_t));
-    std::memcpy(out + tcp::kHeaderBytes + m * sizeof(int64_t), in.values.data(),
-                m * sizeof(float));
+    std::memcpy(out + tcp::kHeaderBytes + m * sizeof(int64_t), in.values.data(), m * sizeof(float));
     wire = bytes_;
     return {};
   }

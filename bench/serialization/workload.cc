@@ -11,10 +11,14 @@ namespace {
 
 // Values every tensor carries among its random normal numbers (finite ones): the cases a float
 // printer most often gets wrong.
-const float kFiniteEdges[] = {-0.0f, std::numeric_limits<float>::denorm_min(),
+const float kFiniteEdges[] = {-0.0f,
+                              std::numeric_limits<float>::denorm_min(),
                               -1.17549421e-38f /* largest subnormal, negated */,
-                              std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
-                              -std::numeric_limits<float>::max(), 0.1f, 16777217.0f};
+                              std::numeric_limits<float>::min(),
+                              std::numeric_limits<float>::max(),
+                              -std::numeric_limits<float>::max(),
+                              0.1f,
+                              16777215.0f};
 
 std::vector<float> make_values(size_t count, Values values, uint64_t seed) {
   std::mt19937_64 rng(seed);
