@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The serialization benchmark of issue 23 (README "Serialization benchmark"): builds
-# weft_serialization_bench in a Release build directory, runs it (about two minutes on 2 cores),
+# weft_serialization_bench in a Release build directory, runs it (about a minute on 2 cores),
 # prints the markdown tables (bench/serialization/report.py) and, with --plot, draws the chart.
 #
 #   bench/serialization/run.sh [--build-dir DIR] [--no-build] [--min-time SECONDS]
