@@ -121,11 +121,14 @@ class RecordsCoder final : public Coder<Records> {
     if (!user_.failure().empty()) return user_.failure();
     int64_t count = 0;
     size_t head = get_long(wire, count);
-    if (head == 0 || count < 0 || wire.back() != '\0') return "not one block of an array";
+    // Every record takes at least two bytes: a count beyond that is a lie, not an allocation.
+    if (head == 0 || count < 0 || static_cast<uint64_t>(count) > wire.size() / 2 ||
+        wire.back() != '\0') {
+      return "not one block of an array";
+    }
     avro_reader_t r = user_.reader(wire.substr(head, wire.size() - head - 1));
-    out.clear();
-    out.reserve(static_cast<size_t>(count));
-    for (int64_t i = 0; i < count; ++i) {
+    out.resize(static_cast<size_t>(count));
+    for (Record& record : out) {
       if (avro_value_read(r, &user_.value()) != 0) return avro_failure("read");
       avro_value_t name = user_.field(0), age = user_.field(1);
       const char* text = nullptr;
@@ -135,7 +138,8 @@ class RecordsCoder final : public Coder<Records> {
           avro_value_get_int(&age, &years) != 0) {
         return avro_failure("get");
       }
-      out.push_back({std::string(text, size - 1), years});
+      record.name.assign(text, size - 1);
+      record.age = years;
     }
     return {};
   }

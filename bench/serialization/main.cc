@@ -1,7 +1,7 @@
 // bench/serialization: the seed's user records and fp32 tensors (dense and sparse) encoded and
 // decoded by each format of format.h. Every benchmark first checks one round trip bit for bit
 // (outside the timed loop) and reports "fails round trip: ..." instead of a figure when it
-// differs. Rates count the bytes of the encoded form (the seed's convention); the counter
+// differs. Rates count the bytes of the encoded form (as we read the seed's figures); the counter
 // wire_bytes is its size. bench/serialization/run.sh runs it and prints the README's table.
 //
 //   weft_serialization_bench [--records=N] [--max-bytes=B] [benchmark flags]
@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 
 #include "format.h"
 

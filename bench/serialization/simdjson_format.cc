@@ -67,7 +67,7 @@ template <>
 simdjson::error_code SimdjsonCoder<Records>::read(od::document& doc, Records& out) {
   od::array users;
   if (auto e = doc.get_array().get(users)) return e;
-  out.clear();
+  size_t count = 0;
   for (auto u : users) {
     od::object user;
     std::string_view name;
@@ -75,8 +75,12 @@ simdjson::error_code SimdjsonCoder<Records>::read(od::document& doc, Records& ou
     if (auto e = u.get_object().get(user)) return e;
     if (auto e = user.find_field("name").get_string().get(name)) return e;
     if (auto e = user.find_field("age").get_int64().get(age)) return e;
-    out.push_back({std::string(name), static_cast<int32_t>(age)});
+    if (count == out.size()) out.emplace_back();  // else reuse the record (and its string)
+    out[count].name.assign(name);
+    out[count].age = static_cast<int32_t>(age);
+    ++count;
   }
+  out.resize(count);
   return simdjson::SUCCESS;
 }
 
