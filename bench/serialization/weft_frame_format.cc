@@ -14,14 +14,14 @@
 namespace weft::bench {
 namespace {
 
-tcp::FrameHeader header(OpKind kind, uint64_t count, uint64_t payload_bytes) {
+tcp::FrameHeader header(OpKind kind, DataType dtype, uint64_t count, uint64_t payload_bytes) {
   tcp::FrameHeader h;
   h.type = tcp::FrameType::eager;
   h.comm = 0x2357;
   h.tag = 1;
   h.length = payload_bytes;
   h.fp.kind = kind;
-  h.fp.dtype = DataType::fp32;
+  h.fp.dtype = dtype;
   h.fp.count = count;
   return h;
 }
@@ -44,7 +44,7 @@ class TensorCoder final : public Coder<Tensor> {
     size_t payload = in.data.size() * sizeof(float);
     bytes_.resize(tcp::kHeaderBytes + payload);
     auto* out = reinterpret_cast<uint8_t*>(bytes_.data());
-    tcp::encode_header(header(OpKind::allreduce, in.data.size(), payload), out);
+    tcp::encode_header(header(OpKind::allreduce, DataType::fp32, in.data.size(), payload), out);
     std::memcpy(out + tcp::kHeaderBytes, in.data.data(), payload);
     wire = bytes_;
     return {};
@@ -64,7 +64,8 @@ class TensorCoder final : public Coder<Tensor> {
   std::string bytes_;
 };
 
-// gather_merge's block: m int64 indices, then m fp32 values, the whole padded to 8 bytes.
+// gather_merge's block: m int64 indices, then m fp32 values, the whole padded to 8 bytes; it
+// travels as this rank's part of an allgatherv of bytes.
 size_t block_bytes(size_t m) { return (m * (sizeof(int64_t) + sizeof(float)) + 7) / 8 * 8; }
 
 class SparseCoder final : public Coder<SparseTensor> {
@@ -74,7 +75,7 @@ class SparseCoder final : public Coder<SparseTensor> {
     size_t payload = block_bytes(m);
     bytes_.assign(tcp::kHeaderBytes + payload, '\0');
     auto* out = reinterpret_cast<uint8_t*>(bytes_.data());
-    tcp::encode_header(header(OpKind::allgatherv, payload, payload), out);
+    tcp::encode_header(header(OpKind::allgatherv, DataType::uint8, payload, payload), out);
     std::memcpy(out + tcp::kHeaderBytes, in.indices.data(), m * sizeof(int64_t));
     std::memcpy(out + tcp::kHeaderBytes + m * sizeof(int64_t), in.values.data(), m * sizeof(float));
     wire = bytes_;
@@ -83,6 +84,7 @@ class SparseCoder final : public Coder<SparseTensor> {
   std::string decode(std::string_view wire, SparseTensor& out) override {
     auto h = bench::decode(wire);
     if (!h.ok()) return h.status().to_string();
+    if (h->fp.dtype != DataType::uint8 || h->fp.count != h->length) return "not a block of bytes";
     // weft learns m from the allgather of step 1; here it follows from the block's size.
     size_t m = h->length / (sizeof(int64_t) + sizeof(float));
     if (block_bytes(m) != h->length) return "not a whole index/value block";
