@@ -46,6 +46,12 @@ struct Format {
   bool carries_metadata = true;
 };
 
+// The factory of coder type C, for a Format's fields.
+template <typename C>
+auto factory_of() {
+  return [] { return std::make_unique<C>(); };
+}
+
 // Each file of a format defines one of these; main.cc lists them.
 Format protobuf_format();
 Format protobuf_repeated_float_format();

@@ -121,9 +121,9 @@ class SparseCoder final : public Coder<SparseTensor> {
 
 Format nlohmann_json_format() {
   return {.name = "json-nlohmann",
-          .records = [] { return std::make_unique<RecordsCoder>(); },
-          .tensor = [] { return std::make_unique<TensorCoder>(); },
-          .sparse = [] { return std::make_unique<SparseCoder>(); }};
+          .records = factory_of<RecordsCoder>(),
+          .tensor = factory_of<TensorCoder>(),
+          .sparse = factory_of<SparseCoder>()};
 }
 
 }  // namespace weft::bench

@@ -3,6 +3,7 @@
 // `repeated float` element per value.
 #include <google/protobuf/arena.h>
 
+#include <climits>
 #include <cstring>
 
 #include "bench.pb.h"
@@ -12,6 +13,19 @@ namespace weft::bench {
 namespace {
 
 using google::protobuf::Arena;
+using google::protobuf::MessageLite;
+
+// `m` serialized into `bytes`, which `wire` then views.
+std::string serialize(const MessageLite& m, std::string& bytes, std::string_view& wire) {
+  if (!m.SerializeToString(&bytes)) return "SerializeToString failed";
+  wire = bytes;
+  return {};
+}
+std::string parse(std::string_view wire, MessageLite& m) {
+  if (wire.size() > INT_MAX) return "over 2 GiB: more than one Protobuf message can hold";
+  if (!m.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) return "ParseFromArray failed";
+  return {};
+}
 
 class RecordsCoder final : public Coder<Records> {
  public:
@@ -24,16 +38,12 @@ class RecordsCoder final : public Coder<Records> {
       u->set_name(r.name);
       u->set_age(r.age);
     }
-    if (!users->SerializeToString(&bytes_)) return "SerializeToString failed";
-    wire = bytes_;
-    return {};
+    return serialize(*users, bytes_, wire);
   }
   std::string decode(std::string_view wire, Records& out) override {
     Arena arena;
     auto* users = Arena::CreateMessage<pb::Users>(&arena);
-    if (!users->ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
-      return "ParseFromArray failed";
-    }
+    if (std::string failed = parse(wire, *users); !failed.empty()) return failed;
     out.resize(static_cast<size_t>(users->users_size()));
     for (int i = 0; i < users->users_size(); ++i) {
       const pb::User& u = users->users(i);
@@ -66,15 +76,11 @@ class TensorCoder final : public Coder<Tensor> {
     pb::Tensor m;
     put_header(in, m);
     m.set_data(in.data.data(), in.data.size() * sizeof(float));
-    if (!m.SerializeToString(&bytes_)) return "SerializeToString failed";
-    wire = bytes_;
-    return {};
+    return serialize(m, bytes_, wire);
   }
   std::string decode(std::string_view wire, Tensor& out) override {
     pb::Tensor m;
-    if (!m.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
-      return "ParseFromArray failed";
-    }
+    if (std::string failed = parse(wire, m); !failed.empty()) return failed;
     if (m.data().size() % sizeof(float) != 0) return "data is not whole floats";
     get_header(m, out);
     out.data.resize(m.data().size() / sizeof(float));
@@ -93,15 +99,11 @@ class RepeatedFloatCoder final : public Coder<Tensor> {
     pb::TensorFloats m;
     put_header(in, m);
     for (float v : in.data) m.add_values(v);
-    if (!m.SerializeToString(&bytes_)) return "SerializeToString failed";
-    wire = bytes_;
-    return {};
+    return serialize(m, bytes_, wire);
   }
   std::string decode(std::string_view wire, Tensor& out) override {
     pb::TensorFloats m;
-    if (!m.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
-      return "ParseFromArray failed";
-    }
+    if (std::string failed = parse(wire, m); !failed.empty()) return failed;
     get_header(m, out);
     out.data.assign(m.values().begin(), m.values().end());
     return {};
@@ -118,15 +120,11 @@ class SparseCoder final : public Coder<SparseTensor> {
     put_header(in, m);
     m.mutable_indices()->Add(in.indices.begin(), in.indices.end());
     m.mutable_values()->Add(in.values.begin(), in.values.end());
-    if (!m.SerializeToString(&bytes_)) return "SerializeToString failed";
-    wire = bytes_;
-    return {};
+    return serialize(m, bytes_, wire);
   }
   std::string decode(std::string_view wire, SparseTensor& out) override {
     pb::SparseTensor m;
-    if (!m.ParseFromArray(wire.data(), static_cast<int>(wire.size()))) {
-      return "ParseFromArray failed";
-    }
+    if (std::string failed = parse(wire, m); !failed.empty()) return failed;
     get_header(m, out);
     out.indices.assign(m.indices().begin(), m.indices().end());
     out.values.assign(m.values().begin(), m.values().end());
@@ -141,14 +139,13 @@ class SparseCoder final : public Coder<SparseTensor> {
 
 Format protobuf_format() {
   return {.name = "protobuf",
-          .records = [] { return std::make_unique<RecordsCoder>(); },
-          .tensor = [] { return std::make_unique<TensorCoder>(); },
-          .sparse = [] { return std::make_unique<SparseCoder>(); }};
+          .records = factory_of<RecordsCoder>(),
+          .tensor = factory_of<TensorCoder>(),
+          .sparse = factory_of<SparseCoder>()};
 }
 
 Format protobuf_repeated_float_format() {
-  return {.name = "protobuf-repeated-float",
-          .tensor = [] { return std::make_unique<RepeatedFloatCoder>(); }};
+  return {.name = "protobuf-repeated-float", .tensor = factory_of<RepeatedFloatCoder>()};
 }
 
 }  // namespace weft::bench

@@ -187,9 +187,9 @@ class SparseCoder final : public Coder<SparseTensor> {
 
 Format rapidjson_format() {
   return {.name = "json-rapidjson",
-          .records = [] { return std::make_unique<RecordsCoder>(); },
-          .tensor = [] { return std::make_unique<TensorCoder>(); },
-          .sparse = [] { return std::make_unique<SparseCoder>(); }};
+          .records = factory_of<RecordsCoder>(),
+          .tensor = factory_of<TensorCoder>(),
+          .sparse = factory_of<SparseCoder>()};
 }
 
 }  // namespace weft::bench

@@ -104,8 +104,8 @@ class SparseCoder final : public Coder<SparseTensor> {
 
 Format weft_frame_format() {
   return {.name = "weft-frame",
-          .tensor = [] { return std::make_unique<TensorCoder>(); },
-          .sparse = [] { return std::make_unique<SparseCoder>(); },
+          .tensor = factory_of<TensorCoder>(),
+          .sparse = factory_of<SparseCoder>(),
           .carries_metadata = false};
 }
 
