@@ -12,6 +12,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libssl-dev  # security/: OpenSSL 3 (X25519, BLAKE2s, ChaCha20-Poly1305, AES-GCM)
+  prometheus-cpp-dev libcivetweb-dev  # core/metrics_export.cc: the /metrics endpoint
+  prometheus  # tests/observability: a real Prometheus scrapes a job; promtool checks a scrape
   golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3-matplotlib  # bench/plot_bench.py: the charts of bench/compare.sh --plot (test bench.plot)

@@ -23,6 +23,7 @@ struct RunArgs {
   double grace_s = 2;
   bool summary = false;
   int respawn = 0;
+  std::string metrics_sd;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
@@ -43,6 +44,7 @@ int run(const RunArgs& args) {
   spec.grace = to_ms(args.grace_s);
   spec.summary_always = args.summary;
   spec.respawns = args.respawn;
+  spec.metrics_sd = args.metrics_sd;
   return launcher::run_job(spec);
 }
 
@@ -72,6 +74,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "times; the other ranks keep running (they shrink() and grow())")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--metrics-sd", args->metrics_sd,
+                  "Keep FILE a Prometheus file_sd target list of the ranks' /metrics endpoints "
+                  "(ranks serve on WEFT_METRICS_ADDR, default 127.0.0.1:0)")
+      ->type_name("FILE");
   cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
   cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")
       ->required();

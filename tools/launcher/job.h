@@ -31,6 +31,9 @@ struct JobSpec {
   // A rank that fails is restarted (same command and rank variables, plus WEFT_JOIN=1) instead
   // of ending the job, this many times in all; the others are left running.
   int respawns = 0;
+  // Keep this file a Prometheus file_sd list of the ranks' metrics endpoints (MetricsTargets);
+  // ranks get WEFT_METRICS_ADDR=127.0.0.1:0 unless the environment sets it. Empty: off.
+  std::string metrics_sd;
 };
 
 // Runs the job to the end and returns the launcher's exit code: 0 when every rank exited 0;
