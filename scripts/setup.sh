@@ -14,6 +14,7 @@ packages=(
   libssl-dev  # security/: OpenSSL 3 (X25519, BLAKE2s, ChaCha20-Poly1305, AES-GCM)
   prometheus-cpp-dev libcivetweb-dev  # core/metrics_export.cc: the /metrics endpoint
   prometheus  # tests/observability: a real Prometheus scrapes a job; promtool checks a scrape
+  chromium python3-websockets  # tests/observability: the `weft diag --serve` page and socket
   golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3-matplotlib  # bench/plot_bench.py: the charts of bench/compare.sh --plot (test bench.plot)

@@ -1,6 +1,7 @@
 // `weft diag`: "who is stuck where" for a running job, through its rendezvous store.
 //
 //   weft diag [--store HOST:PORT] [--wait S] [--json FILE|-]
+//   weft diag --serve HOST:PORT [--store HOST:PORT]      (a live page: tools/diag/serve.h)
 //
 // Asks every rank of every communicator registered in the store (weft-diag/comm/<n>, written by
 // each communicator's rank 0; see CommunicatorImpl::start_diag_responder) for its flight record,
@@ -21,30 +22,18 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/diag_report.h"
-#include "rendezvous/bootstrap.h"
-#include "rendezvous/tcp_store_keyed.h"
-#include "security/job_key.h"
 #include "tools/commands.h"
-#include "base/socket.h"
-#include "weft/store.h"
+#include "tools/diag/job_store.h"
+#include "tools/diag/serve.h"
 
 namespace weft::tools {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 struct DiagArgs {
   std::string store;  // HOST:PORT; default WEFT_STORE_ADDR
   double wait_s = 5;
-  std::string json;  // file, or "-" for stdout
-};
-
-struct CommInfo {
-  int64_t slot = 0;
-  std::string token;
-  int size = 0;
-  std::vector<std::optional<nlohmann::json>> records;
+  std::string json;   // file, or "-" for stdout
+  std::string serve;  // HOST:PORT of the live page (tools/diag/serve.h)
 };
 
 int fail(const std::string& what) {
@@ -53,108 +42,30 @@ int fail(const std::string& what) {
 }
 
 int run_diag(const DiagArgs& args) {
-  std::string addr = args.store;
-  if (addr.empty()) {
-    const char* env = std::getenv("WEFT_STORE_ADDR");
-    if (env == nullptr) {
-      return fail("no store: pass --store HOST:PORT (the job's WEFT_STORE_ADDR; weft run prints "
-                  "it to its ranks)");
-    }
-    addr = env;
-  }
-  Result<HostPort> where = split_host_port(addr);
-  if (!where.ok()) {
-    return fail("--store must be HOST:PORT or [IPV6]:PORT: \"" + addr + "\" " +
-                where.status().message());
-  }
-  // The job's key and namespace, as its ranks have them (rendezvous/bootstrap.h).
-  std::shared_ptr<const security::JobKey> key;
-  if (const char* key_file = std::getenv(security::kAuthKeyFileVariable);
-      key_file != nullptr && *key_file != '\0') {
-    Result<security::JobKey> k = security::read_job_key_file(key_file);
-    if (!k.ok()) return fail(k.status().to_string());
-    key = std::make_shared<const security::JobKey>(std::move(k).value());
-  }
-  auto store = connect_tcp_store_with_key(where->host, where->port,
-                                          std::chrono::milliseconds(5000), key);
-  if (!store.ok()) return fail("cannot reach the store at " + addr + ": " + store.status().to_string());
-  const char* job_id = std::getenv("WEFT_JOB_ID");
-  const std::string prefix = job_namespace(job_id != nullptr ? job_id : "", key.get());
-  std::shared_ptr<Store> job_store =
-      prefix.empty() ? store.value() : make_prefix_store(prefix, store.value());
-  Store& s = *job_store;
-
-  auto request = s.add("weft-diag/requests", 1);
-  if (!request.ok()) return fail(request.status().to_string());
-  auto count = s.add("weft-diag/comms", 0);
-  if (!count.ok()) return fail(count.status().to_string());
-  std::vector<CommInfo> comms;
-  for (int64_t k = 1; k <= count.value(); ++k) {
-    auto closed = s.check({fmt::format("weft-diag/comm/{}/closed", k)});
-    if (!closed.ok() || closed.value()) continue;
-    auto text = s.get_string(fmt::format("weft-diag/comm/{}", k), std::chrono::milliseconds(1000));
-    if (!text.ok()) continue;
-    auto j = nlohmann::json::parse(text.value(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) continue;
-    CommInfo c;
-    c.slot = k;
-    c.token = j.value("token", std::string());
-    c.size = j.value("size", 0);
-    if (c.size <= 0 || c.size > (1 << 20) || c.token.empty()) continue;
-    c.records.resize(static_cast<size_t>(c.size));
-    comms.push_back(std::move(c));
-  }
-  if (comms.empty()) return fail("no running communicator is registered in the store at " + addr);
-
-  const auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(args.wait_s * 1000));
-  int answered = 0;
-  while (true) {
-    bool all = true;
-    for (CommInfo& c : comms) {
-      for (int r = 0; r < c.size; ++r) {
-        auto& rec = c.records[static_cast<size_t>(r)];
-        if (rec) continue;
-        const std::string key =
-            fmt::format("weft-diag/response/{}/{}/rank{}", request.value(), c.token, r);
-        auto there = s.check({key});
-        if (there.ok() && there.value()) {
-          auto text = s.get_string(key, std::chrono::milliseconds(1000));
-          if (text.ok()) {
-            auto j = nlohmann::json::parse(text.value(), nullptr, false);
-            if (!j.is_discarded() && j.is_object()) {
-              rec = std::move(j);
-              ++answered;
-            }
-          }
-        }
-        all = all && rec.has_value();
-      }
-    }
-    if (all || Clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-
-  nlohmann::json doc = {{"request", request.value()}, {"communicators", nlohmann::json::array()}};
-  for (const CommInfo& c : comms) {
-    const std::vector<std::string> lines = stuck_report(c.records);
-    std::printf("communicator %s (%d ranks):\n", c.token.c_str(), c.size);
-    for (const std::string& line : lines) std::printf("  %s\n", line.c_str());
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& rec : c.records) ranks.push_back(rec ? *rec : nlohmann::json());
-    doc["communicators"].push_back(
-        {{"token", c.token}, {"size", c.size}, {"report", lines}, {"ranks", std::move(ranks)}});
+  if (!args.serve.empty()) return run_diag_serve(args.serve, args.store);
+  auto store = connect_job_store(args.store);
+  if (!store.ok()) return fail(store.status().to_string());
+  auto doc = gather_diag(*store.value(),
+                         std::chrono::milliseconds(static_cast<int64_t>(args.wait_s * 1000)));
+  if (!doc.ok()) return fail(doc.status().to_string());
+  for (const auto& c : (*doc)["communicators"]) {
+    std::printf("communicator %s (%d ranks):\n", c["token"].get<std::string>().c_str(),
+                c["size"].get<int>());
+    for (const auto& line : c["report"]) std::printf("  %s\n", line.get<std::string>().c_str());
   }
   std::fflush(stdout);
   if (!args.json.empty()) {
     if (args.json == "-") {
-      std::printf("%s\n", doc.dump(2).c_str());
+      std::printf("%s\n", doc->dump(2).c_str());
     } else {
       std::ofstream out(args.json);
-      out << doc.dump(2) << "\n";
+      out << doc->dump(2) << "\n";
       if (!out) return fail("cannot write " + args.json);
     }
   }
-  if (answered == 0) return fail("no rank answered within " + fmt::format("{:g}", args.wait_s) + " s");
+  if ((*doc)["answered"].get<int>() == 0) {
+    return fail("no rank answered within " + fmt::format("{:g}", args.wait_s) + " s");
+  }
   return 0;
 }
 
@@ -171,6 +82,10 @@ void add_diag_command(CLI::App& app, int& exit_code) {
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--json", args->json,
                   "Also write the ranks' flight records and the report as JSON to FILE (- : stdout)");
+  cmd->add_option("--serve", args->serve,
+                  "Serve a live page of the job at HOST:PORT (port 0: any) with its state every "
+                  "second over a WebSocket, and commands (dump flight records, log level)")
+      ->type_name("HOST:PORT");
   cmd->callback([args, &exit_code] { exit_code = run_diag(*args); });
 }
 

@@ -24,6 +24,8 @@
 #include <memory>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "collective/context.h"
@@ -151,6 +153,11 @@ class CommunicatorImpl {
   // new request with its flight record under weft-diag/response/<request>/<token>/rank<r>.
   void start_diag_responder();
   void diag_loop() EXCLUDES(watch_mu_);
+  // Commands of `weft diag --serve` (docs/observability.md): weft-diag/command/<k> for k up to
+  // the counter weft-diag/commands, each carried out once; the result goes to
+  // weft-diag/command/<k>/result/<token>/rank<r>.
+  void run_diag_commands();
+  nlohmann::json run_diag_command(const nlohmann::json& command);
 
   // ---- fault tolerance (fault_tolerance.cc) ----
   // The agreement behind agree() and shrink(); `what` names the call in errors.
@@ -231,6 +238,7 @@ class CommunicatorImpl {
   std::jthread diag_;
   int64_t diag_slot_ = 0;  // rank 0: this communicator's weft-diag/comm/<n>
   int64_t diag_seen_ = 0;  // the last diag request answered (or there before we started)
+  int64_t commands_seen_ = 0;  // the last diag command carried out (or there before we started)
   // Point-to-point Works whose request the transport may still hold: kept alive until done even
   // if the caller drops its handle. shutdown() takes them over.
   std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight_ GUARDED_BY(mu_);

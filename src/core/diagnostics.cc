@@ -41,6 +41,9 @@ void CommunicatorImpl::start_diag_responder() {
   auto seen = root_store_->add("weft-diag/requests", 0);
   if (!seen.ok()) return;
   diag_seen_ = seen.value();
+  auto commands = root_store_->add("weft-diag/commands", 0);
+  if (!commands.ok()) return;
+  commands_seen_ = commands.value();
   if (rank() == 0) {
     auto slot = root_store_->add("weft-diag/comms", 1);
     if (slot.ok()) {
@@ -72,8 +75,73 @@ void CommunicatorImpl::diag_loop() {
           fmt::format("weft-diag/response/{}/{:016x}/rank{}", diag_seen_, token_, rank()),
           flight_record_json());
     }
+    run_diag_commands();
     lock.lock();
   }
+}
+
+void CommunicatorImpl::run_diag_commands() {
+  auto text = root_store_->get_string("weft-diag/commands", std::chrono::milliseconds(0));
+  if (!text.ok()) return;
+  int64_t commands = 0;
+  auto [ptr, ec] = std::from_chars(text->data(), text->data() + text->size(), commands);
+  if (ec != std::errc()) return;
+  // At most a few per second: the counter is the tool's, and a hostile one must not keep this
+  // thread from the next request.
+  for (int budget = 8; commands_seen_ < commands && budget > 0; --budget) {
+    const int64_t k = ++commands_seen_;
+    // The tool sets the command just before it counts it; another tool may count first.
+    auto body = root_store_->get_string(fmt::format("weft-diag/command/{}", k),
+                                        std::chrono::milliseconds(500));
+    nlohmann::json result;
+    if (!body.ok()) {
+      result = {{"ok", false}, {"error", "command not found in the store"}};
+    } else {
+      auto command = nlohmann::json::parse(body.value(), nullptr, false);
+      result = command.is_object()
+                   ? run_diag_command(command)
+                   : nlohmann::json{{"ok", false}, {"error", "command is not a JSON object"}};
+    }
+    if (result.is_null()) continue;  // not for this rank
+    (void)root_store_->set(
+        fmt::format("weft-diag/command/{}/result/{:016x}/rank{}", k, token_, rank()),
+        result.dump());
+  }
+}
+
+nlohmann::json CommunicatorImpl::run_diag_command(const nlohmann::json& command) {
+  const std::string cmd = command.value("cmd", std::string());
+  if (cmd == "dump") {
+    if (options_.diag_dir.empty()) {
+      return {{"ok", false}, {"error", fmt::format("rank {}: no diag_dir (WEFT_DIAG_DIR)", rank())}};
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(options_.diag_dir, ec);
+    const auto path = std::filesystem::path(options_.diag_dir) /
+                      fmt::format("weft-flight-rank{}-pid{}-{:016x}.json", rank(), ::getpid(), token_);
+    std::ofstream out(path);
+    out << flight_record_json() << "\n";
+    out.close();
+    if (!out) return {{"ok", false}, {"error", fmt::format("cannot write {}", path.string())}};
+    return {{"ok", true}, {"path", path.string()}};
+  }
+  if (cmd == "log_level") {
+    // Rank R of the communicator named by "comm", or of the job's own communicator.
+    const bool mine = command.contains("comm")
+                          ? command["comm"] == fmt::format("{:016x}", token_)
+                          : root_store_.get() == store_.get();
+    if (!mine || !command.contains("rank") || !command["rank"].is_number_integer() ||
+        command["rank"].get<int64_t>() != rank()) {
+      return nullptr;
+    }
+    const std::string level = command.value("level", std::string());
+    if (!log::set_level(level)) {
+      return {{"ok", false}, {"error", fmt::format("unknown log level \"{}\"", level)}};
+    }
+    log::warn("rank {}: log level set to {} by weft diag", rank(), level);
+    return {{"ok", true}, {"level", level}};
+  }
+  return {{"ok", false}, {"error", fmt::format("unknown command \"{}\"", cmd)}};
 }
 
 void CommunicatorImpl::watchdog_loop() {

@@ -7,7 +7,8 @@
 // alltoall, alltoallv, barrier). Rank VICTIM, after half of them, sends itself SIGKILL (dies) or SIGSTOP (hangs),
 // calls a broadcast instead (mismatch), calls abort() and exits 9 (abort), calls revoke() and
 // prints the status its next collective gets (revoke), or sleeps for a minute instead of calling
-// the collective (absent: alive, but never enters it), or sleeps 2 s before its first collective
+// the collective (absent: alive, but never enters it; $CHILD_ABSENT_SECONDS sets how long),
+// or sleeps 2 s before its first collective
 // (late: the others print how much CPU their process used while blocked in that first one, as
 // "rank R: blocked W s, cpu C s"). A barrier follows the loop. The other
 // ranks ignore SIGTERM, so the launcher's clean-up cannot hide what the library reports: each prints
@@ -110,7 +111,8 @@ int main(int argc, char** argv) {
       std::_Exit(0);
     }
     if (turn && absent_mode) {
-      std::this_thread::sleep_for(std::chrono::seconds(60));
+      const char* secs = std::getenv("CHILD_ABSENT_SECONDS");  // default a minute
+      std::this_thread::sleep_for(std::chrono::seconds(secs != nullptr ? std::atoi(secs) : 60));
       std::_Exit(0);
     }
     if (late_mode) {
