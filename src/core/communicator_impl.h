@@ -135,6 +135,9 @@ class CommunicatorImpl {
   Status publish_metrics(int job_rank);
   void stop_metrics();
   MetricsSnapshot metrics_snapshot() const EXCLUDES(transport_mu_);
+  // The counters in brief for `weft diag` answers: {"collectives", "collective_bytes",
+  // "p2p_operations", "errors", "lost_peers", "by_op": {op: calls}}.
+  nlohmann::json metrics_summary() const EXCLUDES(transport_mu_);
 
   // ---- diagnostics (diagnostics.cc) ----
   // After a failure: logs what else was in flight and writes the flight record to diag_dir.

@@ -71,9 +71,12 @@ void CommunicatorImpl::diag_loop() {
     }
     if (requests > diag_seen_) {
       diag_seen_ = requests;
+      // The flight record, and the metrics in brief for `weft diag --serve`.
+      nlohmann::json answer = nlohmann::json::parse(flight_record_json(), nullptr, false);
+      if (answer.is_object() && options_.metrics) answer["metrics"] = metrics_summary();
       (void)root_store_->set(
           fmt::format("weft-diag/response/{}/{:016x}/rank{}", diag_seen_, token_, rank()),
-          flight_record_json());
+          answer.dump());
     }
     run_diag_commands();
     lock.lock();

@@ -53,6 +53,28 @@ MetricsSnapshot CommunicatorImpl::metrics_snapshot() const {
   return s;
 }
 
+nlohmann::json CommunicatorImpl::metrics_summary() const {
+  const MetricsSnapshot s = metrics_snapshot();
+  uint64_t calls = 0, bytes = 0, errors = 0;
+  nlohmann::json by_op = nlohmann::json::object();
+  for (int k = 0; k < kOpKindCount; ++k) {
+    const CommMetrics::Collective& c = metrics_.collectives[static_cast<size_t>(k)];
+    uint64_t n = 0;
+    for (const auto& a : c.calls) n += a.get();
+    if (n == 0) continue;
+    by_op[to_string(static_cast<OpKind>(k))] = n;
+    calls += n;
+    bytes += c.bytes.get();
+  }
+  for (const auto& e : metrics_.errors) errors += e.load(std::memory_order_relaxed);
+  return {{"collectives", calls},
+          {"collective_bytes", bytes},
+          {"p2p_operations", metrics_.p2p_calls[0].get() + metrics_.p2p_calls[1].get()},
+          {"errors", errors},
+          {"lost_peers", s.lost_peers},
+          {"by_op", std::move(by_op)}};
+}
+
 std::string CommunicatorImpl::metrics_text() const {
   if (!options_.metrics) return weft::metrics_text({});
   return weft::metrics_text({metrics_snapshot()});

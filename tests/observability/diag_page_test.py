@@ -81,6 +81,10 @@ async def exercise(url, diag_dir):
                 break
         print(f"websocket: '{stuck_line(state)}' after {time.monotonic() - start:.1f} s "
               f"({state['answered']} ranks answered)")
+        # Each rank's answer carries its metrics in brief: 3 allreduces done everywhere.
+        done = [r["metrics"]["by_op"].get("allreduce", 0) for r in state["communicators"][0]["ranks"]]
+        if done != [3, 3, 3, 3]:
+            fail(f"metrics in the state: allreduces done {done}")
 
         await ws.send(json.dumps({"cmd": "dump"}))
         reply = await next_of(ws, "reply")

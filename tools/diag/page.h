@@ -74,7 +74,9 @@ function draw(state) {
     s.appendChild(ul);
     const table = document.createElement("table");
     const head = document.createElement("tr");
-    for (const h of ["rank", "operation", "state"]) head.appendChild(text("th", h));
+    for (const h of ["rank", "operation", "state", "collectives", "errors", "peers lost"]) {
+      head.appendChild(text("th", h));
+    }
     table.appendChild(head);
     c.ranks.forEach((record, r) => {
       const tr = document.createElement("tr");
@@ -83,6 +85,10 @@ function draw(state) {
       tr.appendChild(text("td", String(r)));
       tr.appendChild(text("td", record ? op : "(no answer)"));
       tr.appendChild(text("td", st));
+      const m = record && record.metrics ? record.metrics : null;
+      tr.appendChild(text("td", m ? String(m.collectives) : ""));
+      tr.appendChild(text("td", m ? String(m.errors) : ""));
+      tr.appendChild(text("td", m ? String(m.lost_peers) : ""));
       table.appendChild(tr);
     });
     s.appendChild(table);

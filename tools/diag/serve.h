@@ -4,7 +4,7 @@
 // and a WebSocket at /ws. Once a second it asks the job's ranks for their flight records through
 // the store (job_store.h; no port on the ranks) and pushes the state to every socket:
 //   {"type": "state", "time": <unix s>, "answered": N, "communicators": [{"token", "size",
-//    "report": [lines], "ranks": [flight records]}]}
+//    "report": [lines], "ranks": [flight records, each with "metrics": its counters in brief]}]}
 // Sockets send commands as JSON text: {"cmd": "dump"} (every rank writes its flight record to
 // its diag_dir) and {"cmd": "log_level", "rank": R, "level": "debug"}; the reply is
 // {"type": "reply", "cmd", "results": {"<comm>/rank<r>": {...}}} or {"type": "error", "error"}.
