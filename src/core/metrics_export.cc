@@ -59,14 +59,18 @@ class FamilyBuilder {
   std::map<std::string, size_t> index_;
 };
 
+// `id` and `more`: a series' labels.
+std::vector<ClientMetric::Label> plus(const std::vector<ClientMetric::Label>& id,
+                                      std::initializer_list<ClientMetric::Label> more) {
+  std::vector<ClientMetric::Label> l = id;
+  l.insert(l.end(), more);
+  return l;
+}
+
 void add_collectives(FamilyBuilder& b, const MetricsSnapshot& s,
                      const std::vector<ClientMetric::Label>& id) {
   const CommMetrics& m = *s.counters;
-  auto with = [&](std::initializer_list<ClientMetric::Label> more) {
-    std::vector<ClientMetric::Label> l = id;
-    l.insert(l.end(), more);
-    return l;
-  };
+  auto with = [&](std::initializer_list<ClientMetric::Label> more) { return plus(id, more); };
   const std::string transport = transport_class(s.transport);
   for (int k = 0; k < kOpKindCount; ++k) {
     const auto kind = static_cast<OpKind>(k);
@@ -112,11 +116,7 @@ void add_collectives(FamilyBuilder& b, const MetricsSnapshot& s,
 void add_health(FamilyBuilder& b, const MetricsSnapshot& s,
                 const std::vector<ClientMetric::Label>& id) {
   const CommMetrics& m = *s.counters;
-  auto with = [&](std::initializer_list<ClientMetric::Label> more) {
-    std::vector<ClientMetric::Label> l = id;
-    l.insert(l.end(), more);
-    return l;
-  };
+  auto with = [&](std::initializer_list<ClientMetric::Label> more) { return plus(id, more); };
   for (int e = 1; e < kErrorCodeCount; ++e) {
     const uint64_t n = m.errors[static_cast<size_t>(e)].load(std::memory_order_relaxed);
     if (n == 0) continue;

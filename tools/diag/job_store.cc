@@ -83,6 +83,22 @@ int collect(Store& s, std::vector<CommInfo>& comms, std::chrono::milliseconds wa
   return answered;
 }
 
+// The document of gather_diag and DiagPoller::poll.
+nlohmann::json state_document(int64_t request, int answered, const std::vector<CommInfo>& comms) {
+  nlohmann::json doc = {{"request", request},
+                        {"answered", answered},
+                        {"communicators", nlohmann::json::array()}};
+  for (const CommInfo& c : comms) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const auto& rec : c.records) ranks.push_back(rec ? *rec : nlohmann::json());
+    doc["communicators"].push_back({{"token", c.token},
+                                    {"size", c.size},
+                                    {"report", stuck_report(c.records)},
+                                    {"ranks", std::move(ranks)}});
+  }
+  return doc;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Store>> connect_job_store(const std::string& store_addr) {
@@ -128,18 +144,7 @@ Result<nlohmann::json> gather_diag(Store& s, std::chrono::milliseconds wait) {
   const int answered = collect(s, comms.value(), wait, [&](const std::string& token, int r) {
     return fmt::format("weft-diag/response/{}/{}/rank{}", request.value(), token, r);
   });
-  nlohmann::json doc = {{"request", request.value()},
-                        {"answered", answered},
-                        {"communicators", nlohmann::json::array()}};
-  for (const CommInfo& c : comms.value()) {
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& rec : c.records) ranks.push_back(rec ? *rec : nlohmann::json());
-    doc["communicators"].push_back({{"token", c.token},
-                                    {"size", c.size},
-                                    {"report", stuck_report(c.records)},
-                                    {"ranks", std::move(ranks)}});
-  }
-  return doc;
+  return state_document(request.value(), answered, comms.value());
 }
 
 Result<nlohmann::json> DiagPoller::poll() {
@@ -165,18 +170,7 @@ Result<nlohmann::json> DiagPoller::poll() {
       }
     }
   }
-  nlohmann::json doc = {{"request", request_},
-                        {"answered", answered},
-                        {"communicators", nlohmann::json::array()}};
-  for (const CommInfo& c : comms.value()) {
-    nlohmann::json ranks = nlohmann::json::array();
-    for (const auto& rec : c.records) ranks.push_back(rec ? *rec : nlohmann::json());
-    doc["communicators"].push_back({{"token", c.token},
-                                    {"size", c.size},
-                                    {"report", stuck_report(c.records)},
-                                    {"ranks", std::move(ranks)}});
-  }
-  return doc;
+  return state_document(request_, answered, comms.value());
 }
 
 Result<nlohmann::json> send_diag_command(Store& s, const nlohmann::json& command,
