@@ -15,6 +15,8 @@ packages=(
   golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3-matplotlib  # bench/plot_bench.py: the charts of bench/compare.sh --plot (test bench.plot)
+  # ps/: the parameter server over gRPC (built only when these are found: WEFT_BUILD_PS)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   help2man  # the man pages of the `weft` command, made from its --help text
   dpkg-dev fakeroot  # cpack -G DEB: dpkg-shlibdeps for the packages' dependencies
   python3 python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev
