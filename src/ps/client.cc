@@ -5,13 +5,12 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <grpcpp/grpcpp.h>
+#include "grpc.h"
 
 #include "codec.h"
 #include "discovery.h"
 #include "server.h"
 #include "weft/ps.h"
-#include "weft/ps/v1/ps.grpc.pb.h"
 
 namespace weft::ps {
 namespace {

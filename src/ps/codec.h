@@ -5,7 +5,7 @@
 #include <optional>
 #include <string>
 
-#include <grpcpp/support/status.h>
+#include "grpc.h"
 
 #include "weft/ps.h"
 #include "weft/ps/v1/ps.pb.h"

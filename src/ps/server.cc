@@ -6,7 +6,7 @@
 #include <chrono>
 
 #include <fmt/format.h>
-#include <grpcpp/grpcpp.h>
+#include "grpc.h"
 
 #include "base/log.h"
 #include "base/socket.h"

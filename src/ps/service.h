@@ -7,7 +7,7 @@
 #include <string>
 
 #include "shard.h"
-#include "weft/ps/v1/ps.grpc.pb.h"
+#include "grpc.h"
 
 namespace weft::ps {
 
