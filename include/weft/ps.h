@@ -75,11 +75,11 @@ WEFT_API std::vector<Partition> partition_map(const std::string& name, size_t co
 
 struct ClientOptions {
   uint32_t worker = 0;  // this worker's rank among the tensor's num_workers
-  // Sent with every call; a shard of another job refuses the call. Client::connect_store fills
-  // it from the store's job namespace when empty.
+  // Sent with every call; a shard of another job refuses the call. Client::from_env fills it
+  // from the job's namespace (WEFT_JOB_ID or the job key) when empty, as `weft ps serve` does.
   std::string job_token;
   std::chrono::milliseconds timeout{30000};  // per call, waiting included
-  size_t chunk_bytes = size_t{1} << 20;      // Push stream chunks: 1-4 MiB
+  size_t chunk_bytes = size_t{1} << 20;  // Push stream chunks, kept within 1-4 MiB
 };
 
 struct PushResult {

@@ -15,18 +15,13 @@
 namespace weft::ps {
 namespace {
 
-int64_t system_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 Status bad(std::string message) { return Status(ErrorCode::invalid_argument, std::move(message)); }
 
 class ClientImpl final : public Client {
  public:
   explicit ClientImpl(ClientOptions options) : options_(std::move(options)) {
-    options_.chunk_bytes = std::clamp<size_t>(options_.chunk_bytes, 1024, kPartitionBytes);
+    options_.chunk_bytes =
+        std::clamp<size_t>(options_.chunk_bytes, size_t{1} << 20, kPartitionBytes);
   }
 
   void add_shard(const std::string& address) {
@@ -159,11 +154,11 @@ class ClientImpl final : public Client {
     prepare(ctx);
     v1::ClockRequest req;
     ClockSample s;
-    s.client_send_ns = system_ns();
+    s.client_send_ns = system_now_ns();
     req.set_client_send_ns(s.client_send_ns);
     v1::ClockReply r;
     WEFT_RETURN_IF_ERROR(from_grpc(shards_[shard].stub->Clock(&ctx, req, &r), label(shard)));
-    s.client_receive_ns = system_ns();
+    s.client_receive_ns = system_now_ns();
     s.server_receive_ns = r.server_receive_ns();
     s.server_send_ns = r.server_send_ns();
     return s;

@@ -1,6 +1,8 @@
 // codec.h: proto <-> weft values and gRPC <-> weft statuses.
 #include "codec.h"
 
+#include <chrono>
+
 #include <fmt/format.h>
 
 namespace weft::ps {
@@ -83,6 +85,12 @@ Result<TensorSpec> from_proto(const v1::InitRequest& in) {
   s.optimizer.eps = o.eps();
   s.num_workers = in.num_workers();
   return s;
+}
+
+int64_t system_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 grpc::Status to_grpc(const Status& s) {

@@ -27,6 +27,9 @@ void to_proto(const TensorSpec& spec, v1::InitRequest* out);
 // Fills everything but `initial`; an error names the field.
 Result<TensorSpec> from_proto(const v1::InitRequest& in);
 
+// The Clock exchange's timestamps: system_clock, nanoseconds since the epoch.
+int64_t system_now_ns();
+
 grpc::Status to_grpc(const Status& s);
 // "shard 2 (host:port): <what gRPC said>", with a weft code chosen from the gRPC code.
 Status from_grpc(const grpc::Status& s, const std::string& shard_label);

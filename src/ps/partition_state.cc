@@ -26,6 +26,13 @@ std::string PartitionSpec::label() const {
   return fmt::format("tensor '{}' partition {}", tensor.name, part);
 }
 
+Status PartitionSpec::check_worker(uint32_t worker) const {
+  if (worker < tensor.num_workers) return Status::success();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("{}: worker {} is out of range (the tensor has {} workers)", label(),
+                            worker, tensor.num_workers));
+}
+
 std::string PartitionSpec::difference(const PartitionSpec& o) const {
   const TensorSpec &a = tensor, &b = o.tensor;
   if (a.dtype != b.dtype) return fmt::format("dtype {} vs {}", to_string(a.dtype), to_string(b.dtype));
@@ -65,11 +72,7 @@ void PartitionState::apply(const uint8_t* grad) {
 
 Result<PushOutcome> PartitionState::push(uint32_t worker, uint64_t base_version,
                                          const uint8_t* data, size_t bytes) {
-  if (worker >= spec_.tensor.num_workers) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("{}: worker {} is out of range (the tensor has {} workers)",
-                              spec_.label(), worker, spec_.tensor.num_workers));
-  }
+  WEFT_RETURN_IF_ERROR(spec_.check_worker(worker));
   if (bytes != bytes_) {
     return Status(ErrorCode::invalid_argument,
                   fmt::format("{}: worker {} pushed {} bytes, the partition has {} ({} x {})",
@@ -148,11 +151,7 @@ bool PartitionState::pull_ready(uint32_t worker, uint64_t min_version) const {
 Result<PullSnapshot> PartitionState::pull(uint32_t worker, uint64_t min_version,
                                           Clock::time_point deadline,
                                           const std::function<bool()>& cancelled) {
-  if (worker >= spec_.tensor.num_workers) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("{}: worker {} is out of range (the tensor has {} workers)",
-                              spec_.label(), worker, spec_.tensor.num_workers));
-  }
+  WEFT_RETURN_IF_ERROR(spec_.check_worker(worker));
   MutexUniqueLock lock(mu_);
   while (!pull_ready(worker, min_version)) {
     if (shut_down_) {

@@ -29,6 +29,8 @@ struct PartitionSpec {
 
   // "tensor 'w' partition 2"
   std::string label() const;
+  // invalid_argument unless worker < tensor.num_workers.
+  Status check_worker(uint32_t worker) const;
   // Empty when equal, else what differs ("dtype f32 vs f16").
   std::string difference(const PartitionSpec& other) const;
 };

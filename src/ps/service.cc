@@ -13,12 +13,6 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-int64_t system_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The call's deadline on the steady clock (an hour when the client set none).
 SteadyClock::time_point steady_deadline(const grpc::ServerContext* ctx) {
   const auto left = ctx->deadline() - std::chrono::system_clock::now();
@@ -47,12 +41,7 @@ Status check_header(const v1::PushHeader& h, const PartitionSpec& spec) {
                   fmt::format("{}: worker {} pushed {} elements, the partition has {}",
                               spec.label(), h.worker(), h.count(), spec.count));
   }
-  if (h.worker() >= spec.tensor.num_workers) {
-    return Status(ErrorCode::invalid_argument,
-                  fmt::format("{}: worker {} is out of range (the tensor has {} workers)",
-                              spec.label(), h.worker(), spec.tensor.num_workers));
-  }
-  return Status::success();
+  return spec.check_worker(h.worker());
 }
 
 }  // namespace
@@ -219,11 +208,11 @@ grpc::Status Service::Stats(grpc::ServerContext* ctx, const v1::StatsRequest*,
 
 grpc::Status Service::Clock(grpc::ServerContext* ctx, const v1::ClockRequest* req,
                             v1::ClockReply* reply) {
-  const int64_t received = system_ns();
+  const int64_t received = system_now_ns();
   if (grpc::Status t = check_token(ctx, "Clock"); !t.ok()) return t;
   reply->set_client_send_ns(req->client_send_ns());
   reply->set_server_receive_ns(received);
-  reply->set_server_send_ns(system_ns());
+  reply->set_server_send_ns(system_now_ns());
   return grpc::Status::OK;
 }
 

@@ -44,9 +44,9 @@ class PsBadInput : public ::testing::Test {
     channel_ = grpc::CreateCustomChannel(cluster_.addresses[0], grpc::InsecureChannelCredentials(), args);
     return v1::ParameterServer::NewStub(channel_);
   }
-  static void prepare(grpc::ClientContext& ctx) {
+  static void prepare(grpc::ClientContext& ctx, milliseconds deadline = milliseconds(10000)) {
     ctx.AddMetadata(kTokenKey, kToken);
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   }
 
   // The tensor is untouched and the shard still serves.
@@ -146,10 +146,13 @@ TEST_F(PsBadInput, OversizedMessageIsRefusedByTheServer) {
   push.mutable_header()->set_name("w");
   push.mutable_header()->set_dtype(v1::FP32);
   push.mutable_header()->set_count(8);
-  push.set_data(std::string(size_t{16} << 20, '\1'));  // 16 MiB: over the 4 MiB + header limit
+  push.set_data(std::string(size_t{5} << 20, '\1'));  // 5 MiB: over the 4 MiB + 64 KiB limit
   v1::PushReply pr;
   grpc::ClientContext ctx;
-  prepare(ctx);
+  // Note: after this call gRPC 1.51 now and then (about 1 run in 50) takes 10 s to destroy the
+  // channel that sent the oversized message; weft's Client never sends one (its channel has the
+  // same limit), so only this test pays it.
+  prepare(ctx, milliseconds(2000));
   grpc::Status st = stub->SendGradients(&ctx, push, &pr);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << st.error_message();
   expect_unchanged();

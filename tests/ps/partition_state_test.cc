@@ -160,6 +160,26 @@ TEST(PsBsp, SumIsBitIdenticalWhateverTheArrivalOrder) {
   EXPECT_TRUE(some_order_differs);
 }
 
+TEST(PsBsp, AverageOfHalfPrecisionGradientsUsesTheReductionKernels) {
+  PartitionSpec s = spec(3, Mode::bsp, 2, {OptimizerKind::sgd, 1.0f});
+  s.tensor.dtype = DataType::bf16;
+  s.tensor.aggregate = ReduceOp::avg;
+  auto encode = [](std::vector<float> v) {
+    Bytes b(v.size() * 2);
+    for (size_t i = 0; i < v.size(); ++i) {
+      const uint16_t h = float_to_bf16(v[i]);
+      std::memcpy(b.data() + 2 * i, &h, 2);
+    }
+    return b;
+  };
+  PartitionState p(s, encode({1.0f, 2.0f, 3.0f}));
+  ASSERT_TRUE(p.push(1, 0, encode({1.0f, 3.0f, -2.0f}).data(), 6).ok());
+  ASSERT_TRUE(p.push(0, 0, encode({3.0f, 1.0f, 4.0f}).data(), 6).ok());
+  auto snap = p.pull(0, 1, PartitionState::Clock::now(), nullptr);
+  ASSERT_TRUE(snap.ok());
+  EXPECT_EQ(snap->data, encode({-1.0f, 0.0f, 2.0f}));  // w - (g0 + g1) / 2
+}
+
 TEST(PsBsp, RefusesAStalePushAndASecondPushForTheSameVersion) {
   PartitionState p(spec(2, Mode::bsp, 2), {});
   const Bytes g(8, 0);
