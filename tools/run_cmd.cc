@@ -1,6 +1,8 @@
 // `weft run`: starts N local ranks of a program with the WEFT_* rendezvous variables set.
-//   weft run -n 4 [--host-ids a,a,b,b] [--timeout 60] [--] ./train --epochs 3
+//   weft run -n 4 [--host-ids a,a,b,b] [--timeout 60] [--ps 2] [--] ./train --epochs 3
 // The launcher itself lives in tools/launcher/ (job.h describes what it does).
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -23,6 +25,7 @@ struct RunArgs {
   double grace_s = 2;
   bool summary = false;
   int respawn = 0;
+  int ps_shards = 0;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
@@ -43,6 +46,17 @@ int run(const RunArgs& args) {
   spec.grace = to_ms(args.grace_s);
   spec.summary_always = args.summary;
   spec.respawns = args.respawn;
+  spec.ps_shards = args.ps_shards;
+  if (spec.ps_shards > 0) {
+    // The shards are this same binary (`weft ps serve`), whatever PATH says.
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+      std::cerr << "weft run: --ps: cannot find the weft binary (/proc/self/exe)\n";
+      return 1;
+    }
+    spec.weft_path.assign(self, static_cast<size_t>(n));
+  }
   return launcher::run_job(spec);
 }
 
@@ -72,6 +86,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "times; the other ranks keep running (they shrink() and grow())")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--ps", args->ps_shards,
+                  "Also start this many parameter-server shards (`weft ps serve`) with the job's "
+                  "store; the ranks find them with weft::ps::Client::from_env")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
   cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")
       ->required();

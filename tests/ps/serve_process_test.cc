@@ -59,5 +59,30 @@ TEST(PsServeProcess, ClientFindsTheShardThroughTheStore) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
 }
 
+// `weft run -n 2 --ps 2`: the launcher starts two shards with the job's store and key; the
+// workers find them through the store and train a tensor spread over both; the shards are
+// stopped once the workers are done and the job exits 0.
+TEST(PsServeProcess, WeftRunStartsShardsBesideTheRanks) {
+  weft::test::ToolResult r = weft::test::run_tool(
+      {"run", "-n", "2", "--ps", "2", "--timeout", "60", "--", WEFT_PS_WORKER_PATH});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[0] worker 0: ps ok (2 shards)"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("[1] worker 1: ps ok (2 shards)"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("[ps1] weft ps shard 1 of 2 serving on"), std::string::npos) << r.out;
+}
+
+// A shard that dies while the ranks run ends the job, naming it.
+TEST(PsServeProcess, WeftRunEndsTheJobWhenAShardFails) {
+  weft::test::ToolResult r = weft::test::run_tool(
+      {"run", "-n", "1", "--ps", "1", "--timeout", "60", "--", "sh", "-c",
+       // The launcher's children are this job's rank and shard: kill the shard by its pid.
+       "for p in $(cat /proc/$PPID/task/*/children); do "
+       "if tr '\\0' ' ' < /proc/$p/cmdline | grep -q 'ps serve'; then kill -KILL $p; fi; done; "
+       "sleep 30"});
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("ps shard 0 failed"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, std::chrono::seconds(20));
+}
+
 }  // namespace
 }  // namespace weft::ps
