@@ -96,6 +96,8 @@ class JobRunner {
   void stop_shards();
   SpawnRequest spawn_request(std::vector<std::string> argv, std::vector<std::string> own) const;
   void drain(Fd& fd, LineRelay& relay, bool until_drained, const std::string& who);
+  void drain_to_end(RankProcess& process, LineRelay& out, LineRelay& err, const std::string& who);
+  Status watch(RankProcess& process, int index, Source exited, Source out, Source err);
   void respawn(int rank);
   void handle(uint64_t data);
   void read_pipe(int rank, Source which, bool until_drained);
@@ -251,6 +253,24 @@ SpawnRequest JobRunner::spawn_request(std::vector<std::string> argv,
   return request;
 }
 
+Status JobRunner::watch(RankProcess& process, int index, Source exited, Source out, Source err) {
+  WEFT_RETURN_IF_ERROR(add_watch(process.pidfd(), tag(exited, index)));
+  WEFT_RETURN_IF_ERROR(add_watch(process.stdout_pipe().get(), tag(out, index)));
+  return add_watch(process.stderr_pipe().get(), tag(err, index));
+}
+
+// Everything an exited process wrote is in the pipes by now; take it, then stop reading: a
+// helper it left behind could hold the pipes open forever.
+void JobRunner::drain_to_end(RankProcess& process, LineRelay& out, LineRelay& err,
+                             const std::string& who) {
+  drain(process.stdout_pipe(), out, true, who);
+  drain(process.stderr_pipe(), err, true, who);
+  out.finish();
+  err.finish();
+  process.stdout_pipe().reset();
+  process.stderr_pipe().reset();
+}
+
 Status JobRunner::start_shard(int shard) {
   const std::string i = std::to_string(shard);
   SpawnRequest request = spawn_request(
@@ -263,10 +283,7 @@ Status JobRunner::start_shard(int shard) {
   slot.out = std::make_unique<LineRelay>("ps" + i, STDOUT_FILENO);
   slot.err = std::make_unique<LineRelay>("ps" + i, STDERR_FILENO);
   ++shards_running_;
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::ps_exited, shard)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::ps_out, shard)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::ps_err, shard)));
-  return Status::success();
+  return watch(*slot.process, shard, Source::ps_exited, Source::ps_out, Source::ps_err);
 }
 
 void JobRunner::on_shard_exited(int shard) {
@@ -278,13 +295,7 @@ void JobRunner::on_shard_exited(int shard) {
     return;
   }
   if (!reaped.value()) return;
-  const std::string who = "ps shard " + std::to_string(shard);
-  drain(slot.process->stdout_pipe(), *slot.out, true, who);
-  drain(slot.process->stderr_pipe(), *slot.err, true, who);
-  slot.out->finish();
-  slot.err->finish();
-  slot.process->stdout_pipe().reset();
-  slot.process->stderr_pipe().reset();
+  drain_to_end(*slot.process, *slot.out, *slot.err, "ps shard " + std::to_string(shard));
   slot.exit = *reaped.value();
   --shards_running_;
   if (!shards_stopping_ && end_.cause == EndCause::none) end_job(EndCause::ps_shard_failed, shard);
@@ -322,10 +333,7 @@ Status JobRunner::start_rank(size_t r, bool joining) {
   slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
   slot.err = std::make_unique<LineRelay>(rank, STDERR_FILENO);
   ++running_;
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::exited, rank)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::out, rank)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::err, rank)));
-  return Status::success();
+  return watch(*slot.process, rank, Source::exited, Source::out, Source::err);
 }
 
 void JobRunner::respawn(int rank) {
@@ -469,13 +477,7 @@ void JobRunner::on_exited(int rank) {
     return;
   }
   if (!reaped.value()) return;  // not exited after all
-  // Everything the rank wrote is in the pipes by now; take it, then stop reading: a helper it
-  // left behind could hold the pipes open forever.
-  for (Source s : {Source::out, Source::err}) {
-    read_pipe(rank, s, true);
-    (s == Source::out ? *slot.out : *slot.err).finish();
-    (s == Source::out ? slot.process->stdout_pipe() : slot.process->stderr_pipe()).reset();
-  }
+  drain_to_end(*slot.process, *slot.out, *slot.err, "rank " + std::to_string(rank));
   slot.outcome.exit = *reaped.value();
   --running_;
   if (!slot.outcome.exit->success() && end_.cause == EndCause::none) {
