@@ -1,8 +1,11 @@
 // weft::ps::Client (weft/ps.h): one gRPC channel per shard; every call is split by partition_map
-// and sent to each partition's shard in turn, each with the options' deadline.
+// into one gRPC call per partition, with the options' deadline, the shards served at once.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <thread>
 
 #include <fmt/format.h>
 #include "grpc.h"
@@ -42,7 +45,8 @@ class ClientImpl final : public Client {
     for (uint64_t d : spec.shape) count *= d;
     WEFT_RETURN_IF_ERROR(check_buffer(spec.name, count, spec.dtype, initial, true));
     const size_t elem = dtype_size(spec.dtype);
-    for (const Partition& p : partition_map(spec.name, count, spec.dtype, num_shards())) {
+    return each_partition(partition_map(spec.name, count, spec.dtype, num_shards()),
+                          [&](const Partition& p) {
       v1::InitRequest req;
       to_proto(spec, &req);
       req.set_part(p.part);
@@ -52,10 +56,8 @@ class ClientImpl final : public Client {
       v1::InitReply reply;
       grpc::ClientContext ctx;
       prepare(ctx);
-      WEFT_RETURN_IF_ERROR(from_grpc(shards_[p.shard].stub->Init(&ctx, req, &reply),
-                                     label(p.shard)));
-    }
-    return Status::success();
+      return from_grpc(shards_[p.shard].stub->Init(&ctx, req, &reply), label(p.shard));
+    });
   }
 
   Result<PushResult> push(const std::string& name, const void* grad, size_t count,
@@ -72,8 +74,9 @@ class ClientImpl final : public Client {
                         uint64_t min_version) override {
     WEFT_RETURN_IF_ERROR(check_buffer(name, count, dtype, out, false));
     const size_t elem = dtype_size(dtype);
-    uint64_t version = UINT64_MAX;
-    for (const Partition& p : partition_map(name, count, dtype, num_shards())) {
+    const std::vector<Partition> parts = partition_map(name, count, dtype, num_shards());
+    std::vector<uint64_t> versions(parts.size());
+    WEFT_RETURN_IF_ERROR(each_partition(parts, [&](const Partition& p) -> Status {
       v1::PullRequest req;
       req.set_name(name);
       req.set_part(p.part);
@@ -88,13 +91,13 @@ class ClientImpl final : public Client {
       char* dst = static_cast<char*>(out) + p.offset * elem;
       for (bool first = true; reader->Read(&chunk); first = false) {
         if (first) {
-          version = std::min(version, chunk.version());
+          versions[p.part] = chunk.version();
           if (from_proto(chunk.dtype()) != dtype || chunk.count() != p.count) {
             shape = Status(ErrorCode::mismatch,
                            fmt::format("{}: tensor '{}' partition {} holds {} elements of dtype "
                                        "{}, the caller asked for {} of {}",
                                        label(p.shard), name, p.part, chunk.count(),
-                                       static_cast<int>(chunk.dtype()), p.count,
+                                       v1::DType_Name(chunk.dtype()), p.count,
                                        to_string(dtype)));
             ctx.TryCancel();
             break;
@@ -118,8 +121,9 @@ class ClientImpl final : public Client {
                       fmt::format("{}: tensor '{}' partition {}: {} of {} bytes", label(p.shard),
                                   name, p.part, got, p.count * elem));
       }
-    }
-    return version;
+      return Status::success();
+    }));
+    return *std::min_element(versions.begin(), versions.end());
   }
 
   Result<uint64_t> push_pull(const std::string& name, const void* grad, void* out, size_t count,
@@ -193,14 +197,40 @@ class ClientImpl final : public Client {
     return Status::success();
   }
 
+  // Runs `one` for every partition: the partitions of a shard in order, different shards at once
+  // (a thread for each shard past the first), so a large tensor moves over every shard's
+  // connection together. The first error in partition order is returned.
+  Status each_partition(const std::vector<Partition>& parts,
+                        const std::function<Status(const Partition&)>& one) const {
+    std::vector<Status> results(parts.size());
+    std::map<int, std::vector<size_t>> by_shard;
+    for (size_t i = 0; i < parts.size(); ++i) by_shard[parts[i].shard].push_back(i);
+    auto run = [&](const std::vector<size_t>& indices) {
+      for (size_t i : indices) {
+        results[i] = one(parts[i]);
+        if (!results[i].ok()) return;
+      }
+    };
+    std::vector<std::thread> others;
+    for (auto it = by_shard.begin(); it != by_shard.end(); ++it) {
+      if (it != by_shard.begin()) others.emplace_back(run, std::cref(it->second));
+    }
+    if (!by_shard.empty()) run(by_shard.begin()->second);
+    for (std::thread& t : others) t.join();
+    for (Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    return Status::success();
+  }
+
   // One call per partition: a Push stream of chunk_bytes chunks, or one SendGradients.
   Result<PushResult> push_parts(const std::string& name, const void* grad, size_t count,
                                 DataType dtype, uint64_t base_version, bool unary) {
     WEFT_RETURN_IF_ERROR(check_buffer(name, count, dtype, grad, false));
     const size_t elem = dtype_size(dtype);
-    PushResult result;
-    result.version = UINT64_MAX;
-    for (const Partition& p : partition_map(name, count, dtype, num_shards())) {
+    const std::vector<Partition> parts = partition_map(name, count, dtype, num_shards());
+    std::vector<v1::PushReply> replies(parts.size());
+    WEFT_RETURN_IF_ERROR(each_partition(parts, [&](const Partition& p) {
       v1::PushHeader header;
       header.set_name(name);
       header.set_part(p.part);
@@ -212,7 +242,7 @@ class ClientImpl final : public Client {
       const size_t bytes = p.count * elem;
       grpc::ClientContext ctx;
       prepare(ctx);
-      v1::PushReply reply;
+      v1::PushReply& reply = replies[p.part];
       grpc::Status st;
       if (unary) {
         v1::GradientsRequest req;
@@ -233,7 +263,11 @@ class ClientImpl final : public Client {
         writer->WritesDone();
         st = writer->Finish();
       }
-      WEFT_RETURN_IF_ERROR(from_grpc(st, label(p.shard)));
+      return from_grpc(st, label(p.shard));
+    }));
+    PushResult result;
+    result.version = UINT64_MAX;
+    for (const v1::PushReply& reply : replies) {
       if (!reply.applied()) {
         result.applied = false;
         ++result.rejected;
