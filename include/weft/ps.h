@@ -13,9 +13,10 @@
 // current - b <= s, else rejected and counted; a pull waits while the puller is more than s
 // pushes ahead of the slowest worker).
 //
-// Ownership and threads: a Client owns its connections (one gRPC channel per shard); the caller
-// keeps every buffer it passes until the call returns. The calls are blocking and a Client may
-// be used from several threads at once. Every call ends within ClientOptions::timeout: a shard
+// Ownership and threads: a Client owns its connections (one gRPC channel per shard) and, once an
+// *_async call was made, one thread that runs those in order; the caller keeps every buffer it
+// passes until the call returns (or its Work is done). A Client may be used from several threads
+// at once; destroying it finishes the *_async calls still queued. Every call ends within ClientOptions::timeout: a shard
 // that is gone is an error naming it, never a hang. Errors are Status values: invalid_argument
 // (bad spec or buffer), not_found (unknown tensor), mismatch (a push that does not fit the
 // tensor's state), timeout, peer_lost (a shard unreachable), aborted (refused: wrong job token).
@@ -32,6 +33,7 @@
 #include "weft/status.h"
 #include "weft/store.h"
 #include "weft/types.h"
+#include "weft/work.h"
 
 namespace weft::ps {
 
@@ -130,6 +132,19 @@ class WEFT_API Client {
   virtual Result<PushResult> send_gradients(const std::string& name, const void* grad,
                                             size_t count, DataType dtype,
                                             uint64_t base_version) = 0;
+  // The same calls started on the client's own thread, which runs them one after another in call
+  // order (push_async then pull_async pulls after the push); the Work's status is the call's.
+  // `result` / `version` (may be null) are filled before the Work completes; the buffers stay
+  // the caller's until then.
+  virtual WorkPtr push_async(const std::string& name, const void* grad, size_t count,
+                             DataType dtype, uint64_t base_version,
+                             PushResult* result = nullptr) = 0;
+  virtual WorkPtr pull_async(const std::string& name, void* out, size_t count, DataType dtype,
+                             uint64_t min_version, uint64_t* version = nullptr) = 0;
+  virtual WorkPtr push_pull_async(const std::string& name, const void* grad, void* out,
+                                  size_t count, DataType dtype, uint64_t base_version,
+                                  uint64_t* version = nullptr) = 0;
+
   virtual Result<ShardStats> stats(int shard) = 0;
   virtual Result<ClockSample> clock(int shard) = 0;
 };

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include "grpc.h"
 
+#include "async_runner.h"
 #include "codec.h"
 #include "discovery.h"
 #include "server.h"
@@ -131,6 +132,33 @@ class ClientImpl final : public Client {
     Result<PushResult> pushed = push(name, grad, count, dtype, base_version);
     if (!pushed.ok()) return pushed.status();
     return pull(name, out, count, dtype, pushed->applied ? base_version + 1 : 0);
+  }
+
+  WorkPtr push_async(const std::string& name, const void* grad, size_t count, DataType dtype,
+                     uint64_t base_version, PushResult* result) override {
+    return runner_.submit([=, this]() -> Status {
+      Result<PushResult> r = push(name, grad, count, dtype, base_version);
+      if (r.ok() && result != nullptr) *result = r.value();
+      return r.status();
+    });
+  }
+
+  WorkPtr pull_async(const std::string& name, void* out, size_t count, DataType dtype,
+                     uint64_t min_version, uint64_t* version) override {
+    return runner_.submit([=, this]() -> Status {
+      Result<uint64_t> r = pull(name, out, count, dtype, min_version);
+      if (r.ok() && version != nullptr) *version = r.value();
+      return r.status();
+    });
+  }
+
+  WorkPtr push_pull_async(const std::string& name, const void* grad, void* out, size_t count,
+                          DataType dtype, uint64_t base_version, uint64_t* version) override {
+    return runner_.submit([=, this]() -> Status {
+      Result<uint64_t> r = push_pull(name, grad, out, count, dtype, base_version);
+      if (r.ok() && version != nullptr) *version = r.value();
+      return r.status();
+    });
   }
 
   Result<ShardStats> stats(int shard) override {
@@ -279,6 +307,7 @@ class ClientImpl final : public Client {
 
   ClientOptions options_;
   std::vector<Conn> shards_;
+  AsyncRunner runner_;  // last: destroyed first, finishing queued calls while the stubs live
 };
 
 }  // namespace

@@ -201,5 +201,36 @@ TEST(PsService, ClockReturnsOrderedTimestamps) {
   EXPECT_GT(s->server_receive_ns, 0);
 }
 
+TEST(PsService, AsyncCallsRunInOrderAndCompleteTheirWork) {
+  PsCluster cluster(2);
+  auto w0 = cluster.client(0), w1 = cluster.client(1);
+  const size_t count = (size_t{5} << 20) / 4;  // two partitions
+  ASSERT_TRUE(w0->init(make_spec("async", count, DataType::fp32, Mode::bsp, 2), nullptr).ok());
+  std::vector<float> g(count, 1.0f), out0(count), out1(count);
+  // Worker 0's push, then its pull of version 1, queued in that order: the pull waits for
+  // worker 1, so the Work is not done while worker 1 has not pushed.
+  PushResult pushed;
+  uint64_t version = 0;
+  WorkPtr push = w0->push_async("async", g.data(), count, DataType::fp32, 0, &pushed);
+  WorkPtr pull = w0->pull_async("async", out0.data(), count, DataType::fp32, 1, &version);
+  bool called = false;
+  ASSERT_TRUE(pull->on_done([&](const Status& s) { called = s.ok(); }));
+  EXPECT_TRUE(push->wait(std::chrono::milliseconds(10000)).ok());
+  EXPECT_TRUE(pushed.applied);
+  EXPECT_EQ(pull->wait(std::chrono::milliseconds(200)).code(), ErrorCode::timeout);
+  EXPECT_FALSE(pull->test());
+  WorkPtr both = w1->push_pull_async("async", g.data(), out1.data(), count, DataType::fp32, 0);
+  ASSERT_TRUE(both->wait().ok()) << both->status().to_string();
+  ASSERT_TRUE(pull->wait().ok()) << pull->status().to_string();
+  EXPECT_TRUE(called);
+  EXPECT_EQ(version, 1u);
+  EXPECT_EQ(out0, std::vector<float>(count, -2.0f));
+  EXPECT_EQ(out1, out0);
+  EXPECT_LE(pull->start_time(), pull->end_time());
+  // An error is the Work's status.
+  WorkPtr unknown = w0->pull_async("nope", out0.data(), 4, DataType::fp32, 0);
+  EXPECT_EQ(unknown->wait().code(), ErrorCode::not_found);
+}
+
 }  // namespace
 }  // namespace weft::ps::test
