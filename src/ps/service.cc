@@ -80,11 +80,9 @@ grpc::Status Service::Init(grpc::ServerContext* ctx, const v1::InitRequest* req,
   return grpc::Status::OK;
 }
 
-grpc::Status Service::apply_push(const v1::PushHeader& h, const std::string& data,
-                                 v1::PushReply* reply) {
-  Result<std::shared_ptr<PartitionState>> part = shard_.find(h.name(), h.part());
-  if (!part.ok()) return refuse(part.status());
-  Result<PushOutcome> out = part.value()->push(
+grpc::Status Service::apply_push(PartitionState& part, const v1::PushHeader& h,
+                                 const std::string& data, v1::PushReply* reply) {
+  Result<PushOutcome> out = part.push(
       h.worker(), h.base_version(), reinterpret_cast<const uint8_t*>(data.data()), data.size());
   if (!out.ok()) return refuse(out.status());
   shard_.counters().bytes_pushed.fetch_add(data.size());
@@ -117,8 +115,8 @@ grpc::Status Service::Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::Push
   const size_t expected = spec.count * dtype_size(spec.tensor.dtype);
   std::string data;
   data.reserve(expected);
-  do {
-    if (data.size() > 0 && chunk.has_header()) {
+  for (bool first = true;; first = false) {
+    if (!first && chunk.has_header()) {
       return refuse(Status(ErrorCode::invalid_argument,
                            fmt::format("{}: worker {} sent a second header", spec.label(),
                                        header.worker())));
@@ -129,7 +127,8 @@ grpc::Status Service::Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::Push
                                        spec.label(), header.worker(), expected)));
     }
     data.append(chunk.data());
-  } while (reader->Read(&chunk));
+    if (!reader->Read(&chunk)) break;
+  }
   if (data.size() != expected || ctx->IsCancelled()) {
     // The stream ended early (the client went away or stopped sending): nothing is applied.
     shard_.counters().streams_dropped.fetch_add(1);
@@ -138,7 +137,7 @@ grpc::Status Service::Push(grpc::ServerContext* ctx, grpc::ServerReader<v1::Push
                                     "was applied",
                                     spec.label(), header.worker(), data.size(), expected));
   }
-  return apply_push(header, data, reply);
+  return apply_push(*part.value(), header, data, reply);
 }
 
 grpc::Status Service::SendGradients(grpc::ServerContext* ctx, const v1::GradientsRequest* req,
@@ -148,7 +147,7 @@ grpc::Status Service::SendGradients(grpc::ServerContext* ctx, const v1::Gradient
                                                               req->header().part());
   if (!part.ok()) return refuse(part.status());
   if (Status s = check_header(req->header(), part.value()->spec()); !s.ok()) return refuse(s);
-  return apply_push(req->header(), req->data(), reply);
+  return apply_push(*part.value(), req->header(), req->data(), reply);
 }
 
 grpc::Status Service::Pull(grpc::ServerContext* ctx, const v1::PullRequest* req,

@@ -34,7 +34,9 @@ class Service final : public v1::ParameterServer::Service {
   grpc::Status check_token(grpc::ServerContext* ctx, const char* call);
   // Counts a refused request and converts its status.
   grpc::Status refuse(const Status& s);
-  grpc::Status apply_push(const v1::PushHeader& h, const std::string& data, v1::PushReply* reply);
+  // Applies a whole, checked push to `part`.
+  grpc::Status apply_push(PartitionState& part, const v1::PushHeader& h, const std::string& data,
+                          v1::PushReply* reply);
 
   Shard& shard_;
   const std::string token_;

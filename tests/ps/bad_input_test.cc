@@ -220,6 +220,33 @@ TEST_F(PsBadInput, StreamDroppedMidPushAppliesNothing) {
   EXPECT_EQ(out, std::vector<float>(8, -1.0f));  // 1 - (1 + 1)
 }
 
+TEST_F(PsBadInput, PushStreamWithASecondHeaderOrTooManyBytesIsRefused) {
+  auto stub = raw_stub();
+  for (int variant = 0; variant < 2; ++variant) {
+    grpc::ClientContext ctx;
+    prepare(ctx);
+    v1::PushReply reply;
+    auto writer = stub->Push(&ctx, &reply);
+    v1::PushChunk first;
+    v1::PushHeader* h = first.mutable_header();
+    h->set_name("w");
+    h->set_dtype(v1::FP32);
+    h->set_count(8);
+    h->set_worker(1);
+    first.set_data(std::string(16, '\0'));
+    v1::PushChunk second = variant == 0 ? first : v1::PushChunk();
+    if (variant == 1) second.set_data(std::string(17, '\0'));  // 33 bytes in all, 32 expected
+    writer->Write(first);
+    writer->Write(second);
+    writer->WritesDone();
+    grpc::Status st = writer->Finish();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+    EXPECT_NE(st.error_message().find(variant == 0 ? "second header" : "more than the partition's 32 bytes"),
+              std::string::npos) << st.error_message();
+  }
+  expect_unchanged();
+}
+
 TEST(PsShardGone, ClientGetsAnErrorNamingTheShardWithinTheDeadline) {
   PsCluster cluster(2);
   auto client = cluster.client(0, kToken, milliseconds(2000));
