@@ -75,10 +75,11 @@ TEST(PsServeProcess, WeftRunStartsShardsBesideTheRanks) {
 TEST(PsServeProcess, WeftRunEndsTheJobWhenAShardFails) {
   weft::test::ToolResult r = weft::test::run_tool(
       {"run", "-n", "1", "--ps", "1", "--timeout", "60", "--", "sh", "-c",
-       // The launcher's children are this job's rank and shard: kill the shard by its pid.
-       "for p in $(cat /proc/$PPID/task/*/children); do "
-       "if tr '\\0' ' ' < /proc/$p/cmdline | grep -q 'ps serve'; then kill -KILL $p; fi; done; "
-       "sleep 30"});
+       // The launcher's children are this job's rank (`sh -c ...`, whose text says "ps serve"
+       // too) and its shard (`weft ps serve ...` once it has started): kill the shard by its pid.
+       "for i in $(seq 200); do for p in $(cat /proc/$PPID/task/*/children); do "
+       "if tr '\\0' ' ' < /proc/$p/cmdline | grep -q '^[^ ]* ps serve '; then "
+       "kill -KILL $p; exec sleep 30; fi; done; sleep 0.05; done"});
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("ps shard 0 failed"), std::string::npos) << r.err;
   EXPECT_LT(r.elapsed, std::chrono::seconds(20));
