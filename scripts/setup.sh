@@ -12,11 +12,15 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libspdlog-dev
   libssl-dev  # security/: OpenSSL 3 (X25519, BLAKE2s, ChaCha20-Poly1305, AES-GCM)
+  prometheus-cpp-dev libcivetweb-dev  # core/metrics_export.cc: the /metrics endpoint
+  prometheus  # tests/observability: a real Prometheus scrapes a job; promtool checks a scrape
   golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3-matplotlib  # bench/plot_bench.py: the charts of bench/compare.sh --plot (test bench.plot)
   # ps/: the parameter server over gRPC (built only when these are found: WEFT_BUILD_PS)
-  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libgrpc++-dev protobuf-compiler-grpc  # and libprotobuf-dev protobuf-compiler, below
+  libprotobuf-dev protobuf-compiler libflatbuffers-dev flatbuffers-compiler libavro-dev
+  libsimdjson-dev rapidjson-dev  # bench/serialization: the formats it compares (issue 23)
   help2man  # the man pages of the `weft` command, made from its --help text
   dpkg-dev fakeroot  # cpack -G DEB: dpkg-shlibdeps for the packages' dependencies
   python3 python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev

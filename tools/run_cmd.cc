@@ -26,6 +26,7 @@ struct RunArgs {
   bool summary = false;
   int respawn = 0;
   int ps_shards = 0;
+  std::string metrics_sd;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
 
@@ -57,6 +58,7 @@ int run(const RunArgs& args) {
     }
     spec.weft_path.assign(self, static_cast<size_t>(n));
   }
+  spec.metrics_sd = args.metrics_sd;
   return launcher::run_job(spec);
 }
 
@@ -91,6 +93,10 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "store; the ranks find them with weft::ps::Client::from_env")
       ->capture_default_str()
       ->check(CLI::Range(0, 256));
+  cmd->add_option("--metrics-sd", args->metrics_sd,
+                  "Keep FILE a Prometheus file_sd target list of the ranks' /metrics endpoints "
+                  "(ranks serve on WEFT_METRICS_ADDR, default 127.0.0.1:0)")
+      ->type_name("FILE");
   cmd->add_flag("--summary", args->summary, "Print the per-rank summary even when all succeed");
   cmd->add_option("command", args->command, "PROGRAM ARGS... (everything from PROGRAM on)")
       ->required();

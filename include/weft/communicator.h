@@ -196,6 +196,12 @@ class WEFT_API Communicator {
   // operation fails. See docs/diagnostics.md.
   std::string flight_record_json() const;
 
+  // This communicator's counters in the Prometheus text format (version 0.0.4): collectives by op
+  // and algorithm, bytes, a duration histogram, point-to-point posts, errors by code, lost peers.
+  // The same series the process serves at Options::metrics_addr; only weft_build_info when
+  // Options::metrics is off. Any thread. See docs/observability.md.
+  std::string metrics() const;
+
  private:
   explicit Communicator(std::unique_ptr<CommunicatorImpl> impl);
   static std::unique_ptr<Communicator> adopt(std::unique_ptr<CommunicatorImpl> impl);

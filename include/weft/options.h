@@ -102,6 +102,13 @@ struct WEFT_API Options {
   size_t flight_recorder = 1024;  // recent operations kept per communicator (0: off)
   std::string diag_dir;           // where a failed operation's flight record is written (JSON)
 
+  // Observability (docs/observability.md). `metrics`: count operations, bytes, durations and
+  // errors per communicator (Communicator::metrics; a few nanoseconds per operation). With
+  // `metrics_addr` ("HOST:PORT", port 0: the kernel picks) the process serves them to Prometheus
+  // at http://HOST:PORT/metrics and each rank publishes the address in the job's store.
+  bool metrics = true;
+  std::string metrics_addr;  // empty: no HTTP endpoint
+
   Algorithm algorithm(OpKind k) const { return algorithms[static_cast<size_t>(k)]; }
   void set_algorithm(OpKind k, Algorithm a) { algorithms[static_cast<size_t>(k)] = a; }
 

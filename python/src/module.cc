@@ -305,6 +305,11 @@ void bind_comm(py::module_& m) {
           "This rank's recent operations (dict with 'entries': op, describe, state, times in "
           "seconds relative to now, error); see docs/diagnostics.md.")
       .def(
+          "metrics", [](const Comm& c) { return c.metrics(); },
+          "This communicator's counters in the Prometheus text format: collectives by op and "
+          "algorithm, bytes, a duration histogram, point-to-point posts, errors by code, lost "
+          "peers; see docs/observability.md.")
+      .def(
           "abort", [](Comm& c, const std::string& why) { c.abort(why); },
           "reason"_a = "abort() called from Python")
       .def(

@@ -301,6 +301,9 @@ class ProcessGroupWeft final : public c10d::ProcessGroup {
     completer_ = std::thread([this] { complete_loop(); });
   }
 
+  // The communicator's metrics (Communicator::metrics): Prometheus text.
+  std::string metrics() const { return comm_->metrics(); }
+
   ~ProcessGroupWeft() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -804,7 +807,10 @@ PYBIND11_MODULE(_weft_torch, m) {
   m.doc() = "weft's c10d process group (use `import weft.torch`)";
   py::module_::import("torch.distributed");  // registers c10d::ProcessGroup with pybind11
   py::class_<ProcessGroupWeft, c10d::ProcessGroup, c10::intrusive_ptr<ProcessGroupWeft>>(
-      m, "ProcessGroupWeft");
+      m, "ProcessGroupWeft")
+      .def("metrics", &ProcessGroupWeft::metrics,
+           "This group's communicator's metrics in the Prometheus text format "
+           "(docs/observability.md).");
   m.def("create_process_group", &weft::torch_backend::create, py::arg("store"), py::arg("rank"),
         py::arg("size"), py::arg("timeout"),
         "Creates weft's process group; torch.distributed calls this through the registered "

@@ -17,6 +17,18 @@ from ._weft_torch import ProcessGroupWeft, create_process_group  # noqa: F401
 BACKEND = "weft"
 
 
+def metrics(group=None):
+    """The Prometheus text of `group`'s weft communicator (default: the default group).
+
+    The same series every weft process serves at WEFT_METRICS_ADDR; see docs/observability.md.
+    """
+    if group is None:
+        group = _dist.distributed_c10d._get_default_group()
+    if not isinstance(group, ProcessGroupWeft):
+        raise TypeError(f"weft.torch.metrics: {type(group).__name__} is not a weft process group")
+    return group.metrics()
+
+
 def _create(store, rank, world_size, timeout):
     return create_process_group(store, rank, world_size, timeout)
 

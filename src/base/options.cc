@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -168,6 +169,13 @@ Status Options::validate() const {
   if (flight_recorder > (size_t{1} << 20)) {
     errors.push_back(fmt::format("flight_recorder={}: at most 1048576 entries", flight_recorder));
   }
+  if (!metrics_addr.empty()) {
+    if (Status st = check_host_port("metrics_addr", metrics_addr); !st.ok()) {
+      errors.push_back(st.message());
+    } else if (!metrics) {
+      errors.push_back("metrics_addr: set, but metrics=off (nothing to serve)");
+    }
+  }
   if (!is_log_level(log_level)) {
     errors.push_back(fmt::format(
         "log_level={}: choose one of: trace, debug, info, warn, error, off", log_level));
@@ -196,6 +204,21 @@ Status Options::validate() const {
                 fmt::format("invalid options: {}", fmt::join(errors, "; ")));
 }
 
+Status check_host_port(std::string_view name, std::string_view addr) {
+  const size_t colon = addr.rfind(':');
+  unsigned port = 0;
+  const char* end = addr.data() + addr.size();
+  bool ok = colon != std::string_view::npos && colon != 0 && colon + 1 < addr.size();
+  if (ok) {
+    auto [p, ec] = std::from_chars(addr.data() + colon + 1, end, port);
+    ok = ec == std::errc() && p == end && port <= 65535;
+  }
+  if (ok) return Status();
+  return Status(ErrorCode::invalid_argument,
+                fmt::format("{}=\"{}\": expected HOST:PORT (e.g. 127.0.0.1:0; port 0: the kernel picks)",
+                            name, addr));
+}
+
 std::string Options::describe() const {
   std::string algos;
   for (int i = 0; i < kOpKindCount; ++i) {
@@ -207,13 +230,13 @@ std::string Options::describe() const {
   return fmt::format(
       "rank={} size={} transport={} security={} algorithms={} chunk_bytes={} sockets_per_peer={} "
       "eager_threshold={} eager_credit_bytes={} reactor_threads={} shm_ring_bytes={} "
-      "shm_cma_threshold={} interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\"",
+      "shm_cma_threshold={} interface=\"{}\" host_id=\"{}\" timeout={} connect_timeout={} peer_timeout={} log_level={} flight_recorder={} diag_dir=\"{}\" metrics={} metrics_addr=\"{}\"",
       rank, size, to_string(transport), to_string(security), algos, format_size(chunk_bytes), sockets_per_peer,
       format_size(eager_threshold), format_size(eager_credit_bytes), reactor_threads,
       format_size(shm_ring_bytes), format_size(shm_cma_threshold), interface,
       host_id, format_duration(timeout), format_duration(connect_timeout),
       format_duration(peer_timeout), log_level,
-      flight_recorder, diag_dir);
+      flight_recorder, diag_dir, metrics ? "on" : "off", metrics_addr);
 }
 
 Result<Options> Options::from_env(const Options& base) {

@@ -51,6 +51,14 @@ Result<int> parse_int(std::string_view v) {
   return n;
 }
 
+// "1", "true", "on", "yes" / "0", "false", "off", "no" (case-insensitive).
+Result<bool> parse_bool(std::string_view v) {
+  const std::string s = lower(trim(v));
+  if (s == "1" || s == "true" || s == "on" || s == "yes") return true;
+  if (s == "0" || s == "false" || s == "off" || s == "no") return false;
+  return invalid("not a switch (on/off, true/false, 1/0, yes/no)");
+}
+
 // "65536", "512K", "512KiB", "4M", "1GiB" (case-insensitive units, powers of 1024).
 Result<size_t> parse_size(std::string_view v) {
   v = trim(v);
@@ -203,6 +211,17 @@ const Setting kSettings[] = {
        o.diag_dir = std::string(trim(v));
        return Status::success();
      }},
+    {"WEFT_METRICS", "metrics",
+     [](Options& o, std::string_view v) {
+       return assign(parse_bool(v), [&](bool b) { o.metrics = b; });
+     }},
+    {"WEFT_METRICS_ADDR", "metrics_addr",
+     [](Options& o, std::string_view v) {
+       const std::string_view addr = trim(v);
+       if (!addr.empty()) WEFT_RETURN_IF_ERROR(check_host_port("metrics_addr", addr));
+       o.metrics_addr = std::string(addr);
+       return Status::success();
+     }},
     {"WEFT_LOG_LEVEL", "log_level",
      [](Options& o, std::string_view v) {
        const std::string s = lower(trim(v));
@@ -273,8 +292,8 @@ Status apply_setting(Options& o, std::string_view key, std::string_view value) {
 // A JSON scalar as the text apply() parses; numbers keep their JSON spelling.
 Result<std::string> json_scalar(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
-  if (v.is_number()) return v.dump();
-  return invalid(fmt::format("expects a string or a number, not {}", v.type_name()));
+  if (v.is_number() || v.is_boolean()) return v.dump();
+  return invalid(fmt::format("expects a string, a number or a boolean, not {}", v.type_name()));
 }
 
 Status apply_json_value(Options& o, const std::string& key, const nlohmann::json& v) {

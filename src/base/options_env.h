@@ -53,5 +53,7 @@ std::string algorithm_choices(OpKind kind);
 Status check_algorithm(OpKind kind, Algorithm a);
 // trace, debug, info, warn, error, off.
 bool is_log_level(std::string_view level);
+// "HOST:PORT" with a port of 0 to 65535 (metrics_addr).
+Status check_host_port(std::string_view name, std::string_view addr);
 
 }  // namespace weft

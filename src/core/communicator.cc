@@ -263,6 +263,8 @@ Status Communicator::shutdown() { return impl_->shutdown(); }
 
 std::string Communicator::flight_record_json() const { return impl_->flight_record_json(); }
 
+std::string Communicator::metrics() const { return impl_->metrics_text(); }
+
 namespace {
 
 Result<std::unique_ptr<Communicator>> wrap(Result<std::unique_ptr<CommunicatorImpl>> impl,

@@ -89,7 +89,12 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::create(
   }
   c->root_store_ = root_store ? std::move(root_store) : c->store_;
   c->start_watchdog();
-  if (allow_hierarchy) c->start_diag_responder();
+  if (allow_hierarchy) {
+    c->start_diag_responder();
+    // The hierarchy's own communicators are not counted apart: their parent counts the call.
+    WEFT_RETURN_IF_ERROR(c->start_metrics());
+    if (root_store == nullptr) WEFT_RETURN_IF_ERROR(c->publish_metrics(c->rank()));
+  }
   return c;
 }
 
@@ -149,6 +154,7 @@ void CommunicatorImpl::abort(const std::string& reason) {
 }
 
 Status CommunicatorImpl::shutdown() {
+  stop_metrics();  // the owner's thread, like shutdown itself
   // Taken over under mu_ once submit() refuses work (shut_down_), so nothing else touches them.
   std::jthread executor;
   std::vector<std::shared_ptr<WorkImpl>> p2p_in_flight;

@@ -30,6 +30,7 @@
 #include "core/flight_recorder.h"
 #include "core/link_security.h"
 #include "core/hierarchy.h"
+#include "core/metrics.h"
 #include "core/op.h"
 #include "core/work_impl.h"
 #include "runtime/alarm.h"
@@ -86,6 +87,9 @@ class CommunicatorImpl {
 
   // This rank's recent operations as JSON (FlightRecorder::to_json).
   std::string flight_record_json() const EXCLUDES(transport_mu_);
+  // This communicator's metrics in the Prometheus text format (core/metrics_export.h); only
+  // weft_build_info when Options::metrics is off.
+  std::string metrics_text() const EXCLUDES(transport_mu_);
 
   // Fault tolerance (contracts in weft/communicator.h). agree, shrink and grow go through the
   // store, so they work on a communicator whose transport has failed.
@@ -120,6 +124,16 @@ class CommunicatorImpl {
   // A point-to-point operation's deadline passed: breaks the communicator, returns the error.
   Status p2p_deadline_passed(OpKind kind, const PointToPointOp& p) EXCLUDES(mu_);
 
+  // ---- metrics (metrics.cc) ----
+  // With Options::metrics: registers this communicator with the process's exposition and, with
+  // metrics_addr, starts the endpoint (metrics_serving_: its address).
+  Status start_metrics();
+  // Publishes the endpoint's address as weft-metrics/rank<job_rank> in the job's store (the
+  // job's own communicator, and a process that joined it in place of a launcher rank).
+  Status publish_metrics(int job_rank);
+  void stop_metrics();
+  MetricsSnapshot metrics_snapshot() const EXCLUDES(transport_mu_);
+
   // ---- diagnostics (diagnostics.cc) ----
   // After a failure: logs what else was in flight and writes the flight record to diag_dir.
   void dump_flight_record(const Status& why);
@@ -153,6 +167,11 @@ class CommunicatorImpl {
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<BufferPool> pool_;
   std::unique_ptr<FlightRecorder> recorder_;
+  // Counted when options_.metrics (single writers: core/metrics.h); registered with the
+  // exposition under metrics_source_ (0: not registered).
+  CommMetrics metrics_;
+  uint64_t metrics_source_ = 0;
+  std::string metrics_serving_;  // "HOST:PORT" of the process's endpoint, when metrics_addr
   // Not GUARDED_BY(transport_mu_): the threads that use it (callers, executor, watchdog) are done
   // before shutdown() drops it, so they read it without the mutex; only flight_record_json(),
   // which any thread may call at any time, needs it.

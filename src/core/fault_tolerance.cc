@@ -54,6 +54,7 @@ Result<nlohmann::json> read_json(Store& store, const std::string& key,
 }  // namespace
 
 void CommunicatorImpl::revoke() {
+  metrics_.revokes.fetch_add(1, std::memory_order_relaxed);
   set_broken(Status(ErrorCode::revoked, fmt::format("rank {} revoked the communicator", rank())));
 }
 
@@ -177,6 +178,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::shrink() {
   if (!child.ok()) {
     return child.status().with_context(fmt::format("rank {}: shrink #{}", rank(), epoch));
   }
+  metrics_.shrinks.fetch_add(1, std::memory_order_relaxed);
   return child;
 }
 
@@ -246,6 +248,7 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::grow(int count) {
   auto child = create(o, make_prefix_store(prefix, root_store_), nullptr, true, 0, root_store_,
                       link_security_);
   if (!child.ok()) return child.status().with_context(fmt::format("rank {}: grow", rank()));
+  metrics_.grows.fetch_add(1, std::memory_order_relaxed);
   return child;
 }
 
@@ -277,6 +280,8 @@ Result<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::join(const Options& 
   auto c = create(o, make_prefix_store(prefix, store), nullptr, true, 0, store,
                   std::move(security));
   if (!c.ok()) return c.status().with_context(fmt::format("join as rank {}", o.rank));
+  // In place of the launcher's rank it replaces (weft run --respawn): Prometheus finds it there.
+  WEFT_RETURN_IF_ERROR((*c)->publish_metrics(options.rank));
   return c;
 }
 

@@ -123,6 +123,8 @@ Result<std::unique_ptr<Hierarchy>> Hierarchy::create(const HostLayout& layout, i
   Options sub = options;
   sub.algorithms = {};  // the sub-communicators choose for themselves
   sub.flight_recorder = std::min<size_t>(options.flight_recorder, 64);
+  sub.metrics = false;  // the parent counts the call
+  sub.metrics_addr.clear();
 
   Options local = sub;
   local.rank = li;

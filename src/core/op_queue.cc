@@ -127,6 +127,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
   auto work = op.work;
   MutexUniqueLock lock(mu_);
   if (!broken_.ok()) {
+    if (options_.metrics) metrics_.count_error(broken_.code());
     work->finish(broken_);
     return work;
   }
@@ -152,6 +153,7 @@ std::shared_ptr<WorkImpl> CommunicatorImpl::submit(Op op) {
     entry.peer = p2p->peer;
     entry.tag = p2p->tag;
     entry.work = work;
+    if (options_.metrics) metrics_.count_p2p(op.kind, p2p->bytes);
     std::erase_if(p2p_in_flight_, [](const auto& w) { return w->test(); });
     p2p_in_flight_.push_back(work);
     op.record = recorder_->add(std::move(entry));
@@ -235,6 +237,7 @@ Status CommunicatorImpl::p2p_deadline_passed(OpKind kind, const PointToPointOp& 
                   kind == OpKind::send ? "send" : "recv", p.bytes,
                   kind == OpKind::send ? "to" : "from",
                   p.peer == kAnySource ? "any rank" : fmt::format("rank {}", p.peer), p.tag, secs));
+  if (options_.metrics) metrics_.count_error(st.code());
   const bool first = broken().ok();
   set_broken(st);
   if (first) dump_flight_record(st);
@@ -245,6 +248,7 @@ Status CommunicatorImpl::execute(Op& op) {
   if (is_broken_.load(std::memory_order_acquire)) {
     const Status b = broken();
     recorder_->mark_ended(op.record, b);  // also gives its slot back to the recorder
+    if (options_.metrics) metrics_.count_error(b.code());
     if (op.work) op.work->finish(b);
     return b;
   }
@@ -316,6 +320,11 @@ Status CommunicatorImpl::execute_collective(Op& op, CollectiveOp& c) {
   }
   const auto ended = c.coarse_clock ? coarse_now() : Clock::now();
   recorder_->mark_ended(op.record, st, ended);
+  if (options_.metrics) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started).count();
+    metrics_.count_collective(op.kind, c.algorithm, bytes, ns > 0 ? uint64_t(ns) : 0);
+    if (!st.ok()) metrics_.count_error(st.code());
+  }
   if (!st.ok()) {
     st = describe_failure(st, rank(), c.fp);
     const bool first = broken().ok();

@@ -408,6 +408,18 @@ last = rec["entries"][-1]
 expect(last["state"] == "done" and last["describe"].startswith(last["op"]),
        f"last recorded op {last}")
 
+
+
+def barrier_count(text):
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("weft_collectives_total{") and 'op="barrier"' in line)
+
+
+before = barrier_count(comm.metrics())
 comm.barrier()
+text = comm.metrics()
+expect(barrier_count(text) == before + 1, f"metrics: barriers {before} then {barrier_count(text)}")
+expect(f'rank="{rank}"' in text and "weft_collective_duration_seconds_bucket" in text,
+       "metrics text")
 comm.shutdown()
 print(f"rank {rank}: module test passed", flush=True)

@@ -373,6 +373,16 @@ for bad, text in [(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int16)), "
         if text not in str(e):
             fail(f"unclear error: {e}")
 
+# Metrics of the group's communicator (docs/observability.md): one more barrier, one more count.
+def barriers(text):
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith("weft_collectives_total{") and 'op="barrier"' in line)
+
+
+before = barriers(weft.torch.metrics())
 dist.barrier()
+after = barriers(weft.torch.metrics(dist.group.WORLD))
+if after != before + 1:
+    fail(f"weft.torch.metrics(): barriers {before} then {after}")
 print(f"rank {rank}: torch backend test passed ({checks} checks)", flush=True)
 dist.destroy_process_group()

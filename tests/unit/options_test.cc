@@ -193,12 +193,27 @@ TEST(OptionsJson, AppliesADocument) {
   EXPECT_EQ(o.algorithm(OpKind::barrier), Algorithm::dissemination);
 }
 
+TEST(OptionsValidate, MetricsAddrNeedsMetrics) {
+  Options o;
+  o.metrics_addr = "127.0.0.1:0";
+  EXPECT_TRUE(o.validate().ok());
+  o.metrics = false;
+  EXPECT_NE(o.validate().message().find("metrics=off"), std::string::npos);
+  o.metrics = true;
+  o.metrics_addr = ":9100";
+  EXPECT_NE(o.validate().message().find("expected HOST:PORT"), std::string::npos);
+}
+
 TEST(OptionsJson, ReportsErrorsAndChangesNothing) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"chunk_bytes": )", "bad JSON"},
       {R"([1, 2])", "JSON object"},
       {R"({"chunk_bytes": "1M", "sockets": 4})", "did you mean sockets_per_peer?"},
-      {R"({"chunk_bytes": true})", "key \"chunk_bytes\": expects a string or a number"},
+      {R"({"chunk_bytes": [1]})", "key \"chunk_bytes\": expects a string, a number or a boolean"},
+      {R"({"chunk_bytes": true})", "chunk_bytes=true"},
+      {R"({"metrics": "maybe"})", "not a switch"},
+      {R"({"metrics_addr": "localhost"})", "expected HOST:PORT"},
+      {R"({"metrics_addr": "127.0.0.1:70000"})", "expected HOST:PORT"},
       {R"({"timeout": "soon"})", "timeout=soon"},
       {R"({"algorithms": "ring"})", "expects an object"},
       {R"({"algorithms": {"allreduc": "ring"}})", "did you mean algorithms.allreduce?"},

@@ -19,8 +19,10 @@
 
 #include "tools/launcher/job_report.h"
 #include "tools/launcher/line_relay.h"
+#include "tools/launcher/metrics_targets.h"
 #include "tools/launcher/rank_process.h"
 #include "tools/launcher/signal_block.h"
+#include "rendezvous/bootstrap.h"
 #include "rendezvous/tcp_store_keyed.h"
 #include "security/job_key.h"
 #include "transport/factory.h"
@@ -122,6 +124,7 @@ class JobRunner {
   std::shared_ptr<const security::JobKey> job_key_;
   std::string key_variable_;  // "WEFT_AUTH_KEY_FILE=..." for the ranks; empty: they inherit it
   std::unique_ptr<TcpStoreServer> store_;
+  std::unique_ptr<MetricsTargets> metrics_targets_;  // --metrics-sd
   int running_ = 0;
   int respawned_ = 0;
   std::string store_addr_;
@@ -321,6 +324,9 @@ Status JobRunner::start_rank(size_t r, bool joining) {
     own.push_back(std::move(v));
   }
   if (joining) own.push_back("WEFT_JOIN=1");
+  if (!spec_.metrics_sd.empty() && std::getenv("WEFT_METRICS_ADDR") == nullptr) {
+    own.push_back("WEFT_METRICS_ADDR=127.0.0.1:0");
+  }
   SpawnRequest request = spawn_request(spec_.command, std::move(own));
   request.inherit_stdin = rank == 0 && !joining;
   Result<RankProcess> process = RankProcess::spawn(request);
@@ -366,6 +372,25 @@ int JobRunner::run() {
     return kLauncherErrorExitCode;
   }
   store_ = std::move(server).value();
+  if (!spec_.metrics_sd.empty()) {
+    auto client = connect_tcp_store_with_key("127.0.0.1", store_->port(),
+                                             std::chrono::seconds(10), job_key_);
+    Result<std::unique_ptr<MetricsTargets>> targets = client.status();
+    if (client.ok()) {
+      // The ranks' keys live in the job's namespace (rendezvous/bootstrap.h).
+      const char* job_id = std::getenv("WEFT_JOB_ID");
+      const std::string prefix = job_namespace(job_id != nullptr ? job_id : "", job_key_.get());
+      std::shared_ptr<Store> job_store =
+          prefix.empty() ? client.value() : make_prefix_store(prefix, client.value());
+      targets = MetricsTargets::start(spec_.metrics_sd, static_cast<int>(slots_.size()),
+                                      std::move(job_store));
+    }
+    if (!targets.ok()) {
+      print_error("--metrics-sd: " + targets.status().to_string());
+      return kLauncherErrorExitCode;
+    }
+    metrics_targets_ = std::move(targets).value();
+  }
   st = start_ranks("127.0.0.1:" + std::to_string(store_->port()));
   if (!st.ok()) {
     print_error(st.to_string());
@@ -391,6 +416,7 @@ int JobRunner::run() {
     }
     for (int i = 0; i < n; ++i) handle(events[i].data.u64);
   }
+  metrics_targets_.reset();  // the targets are gone: empties the file
   // Every rank has exited. One killed while it set up shared memory (before the ranks unlink
   // their segments) would leave its segment in /dev/shm until the next job on this host.
   remove_transport_leftovers(started_pids_);

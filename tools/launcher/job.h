@@ -37,6 +37,9 @@ struct JobSpec {
   // exits while ranks run ends the job; the shards get SIGTERM once every rank has exited.
   int ps_shards = 0;
   std::string weft_path;  // the weft binary
+  // Keep this file a Prometheus file_sd list of the ranks' metrics endpoints (MetricsTargets);
+  // ranks get WEFT_METRICS_ADDR=127.0.0.1:0 unless the environment sets it. Empty: off.
+  std::string metrics_sd;
 };
 
 // Runs the job to the end and returns the launcher's exit code: 0 when every rank exited 0;
