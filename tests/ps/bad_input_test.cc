@@ -49,6 +49,18 @@ class PsBadInput : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + deadline);
   }
 
+  // The first chunk of a push of "w" (8 f32) by `worker`: the header and half the bytes.
+  static v1::PushChunk first_chunk(uint32_t worker) {
+    v1::PushChunk chunk;
+    v1::PushHeader* h = chunk.mutable_header();
+    h->set_name("w");
+    h->set_dtype(v1::FP32);
+    h->set_count(8);
+    h->set_worker(worker);
+    chunk.set_data(std::string(16, '\0'));
+    return chunk;
+  }
+
   // The tensor is untouched and the shard still serves.
   void expect_unchanged() {
     std::vector<float> out(8);
@@ -191,13 +203,7 @@ TEST_F(PsBadInput, StreamDroppedMidPushAppliesNothing) {
   prepare(ctx);
   v1::PushReply reply;
   auto writer = stub->Push(&ctx, &reply);
-  v1::PushChunk first;
-  v1::PushHeader* h = first.mutable_header();
-  h->set_name("w");
-  h->set_dtype(v1::FP32);
-  h->set_count(8);
-  h->set_worker(0);
-  first.set_data(std::string(16, '\0'));  // half of the partition
+  const v1::PushChunk first = first_chunk(0);  // half of the partition
   ASSERT_TRUE(writer->Write(first));
   std::this_thread::sleep_for(milliseconds(100));
   ctx.TryCancel();  // the worker goes away
@@ -227,13 +233,7 @@ TEST_F(PsBadInput, PushStreamWithASecondHeaderOrTooManyBytesIsRefused) {
     prepare(ctx);
     v1::PushReply reply;
     auto writer = stub->Push(&ctx, &reply);
-    v1::PushChunk first;
-    v1::PushHeader* h = first.mutable_header();
-    h->set_name("w");
-    h->set_dtype(v1::FP32);
-    h->set_count(8);
-    h->set_worker(1);
-    first.set_data(std::string(16, '\0'));
+    const v1::PushChunk first = first_chunk(1);
     v1::PushChunk second = variant == 0 ? first : v1::PushChunk();
     if (variant == 1) second.set_data(std::string(17, '\0'));  // 33 bytes in all, 32 expected
     writer->Write(first);
