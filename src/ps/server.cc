@@ -21,7 +21,10 @@ class ShardServerImpl final : public ShardServer {
  public:
   ShardServerImpl(const ServerOptions& o)
       : shard_(o.shard, o.num_shards), service_(shard_, o.job_token) {}
-  ~ShardServerImpl() override { stop(); }
+  ~ShardServerImpl() override {
+    stop();
+    server_.reset();  // gRPC 1.51 now and then takes 10 s here (in grpc::Server's destructor)
+  }
 
   Status start(const ServerOptions& o) {
     grpc::ServerBuilder builder;
@@ -53,17 +56,18 @@ class ShardServerImpl final : public ShardServer {
   Shard& shard() override { return shard_; }
 
   void stop() override {
-    if (!server_) return;
+    if (!server_ || stopped_) return;
+    stopped_ = true;
     shard_.shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     server_->Wait();
-    server_.reset();
   }
 
  private:
   Shard shard_;
   Service service_;
   std::unique_ptr<grpc::Server> server_;
+  bool stopped_ = false;  // stop() ran (the owner's thread only)
   uint16_t port_ = 0;
   std::string address_;
 };

@@ -1,7 +1,8 @@
 // ShardServer: one parameter-server shard serving gRPC (docs/parameter-server.md). start() binds
 // (port 0: the kernel chooses; port() says which), serves on gRPC's threads until the server is
-// destroyed or stop() is called; stop() ends waiting pulls with ABORTED and cancels the calls
-// still running after a short grace period. publish_shard() writes its address into the job's
+// destroyed or stop() is called; stop() ends waiting pulls with ABORTED, cancels the calls still
+// running after a short grace period and returns once none runs. Destroying it releases gRPC's
+// server, which now and then takes 10 s in gRPC 1.51 (a process about to exit may skip it). publish_shard() writes its address into the job's
 // store for clients (Client::connect_store).
 #pragma once
 
