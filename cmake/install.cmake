@@ -15,8 +15,10 @@ if(WEFT_MAN_DIR)
   install(DIRECTORY ${WEFT_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1 COMPONENT tools
     FILES_MATCHING PATTERN "*.1")
 endif()
+# ps.h is the parameter server's client (libweft_ps, built with gRPC, not part of libweft): it is
+# not installed until that library is.
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/weft DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  COMPONENT development)
+  COMPONENT development PATTERN "ps.h" EXCLUDE)
 install(EXPORT weftTargets NAMESPACE weft:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/weft
   COMPONENT development)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/weftConfig.cmake.in

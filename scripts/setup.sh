@@ -18,6 +18,8 @@ packages=(
   golang-go golang-github-flynn-noise-dev  # the Noise interop test (tests/security/interop)
   iproute2 procps
   python3-matplotlib  # bench/plot_bench.py: the charts of bench/compare.sh --plot (test bench.plot)
+  # ps/: the parameter server over gRPC (built only when these are found: WEFT_BUILD_PS)
+  libgrpc++-dev protobuf-compiler-grpc  # and libprotobuf-dev protobuf-compiler, below
   libprotobuf-dev protobuf-compiler libflatbuffers-dev flatbuffers-compiler libavro-dev
   libsimdjson-dev rapidjson-dev  # bench/serialization: the formats it compares (issue 23)
   help2man  # the man pages of the `weft` command, made from its --help text

@@ -23,10 +23,13 @@ fi
 
 if [ "${WEFT_SKIP_SANITIZERS:-0}" != 1 ]; then
   cmake --preset asan
-  cmake --build build-asan -j "$jobs" --target weft_unit_tests weft_multirank_tests weft_security_tests
+  asan_tests=(weft_unit_tests weft_multirank_tests weft_security_tests)
+  # The parameter server's tests, when gRPC is installed (WEFT_BUILD_PS).
+  if grep -q '^WEFT_BUILD_PS:BOOL=ON' build-asan/CMakeCache.txt; then asan_tests+=(weft_ps_tests); fi
+  cmake --build build-asan -j "$jobs" --target "${asan_tests[@]}"
   # One process per binary (ctest would start one per test case, slow under ASan).
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1
-  for t in weft_unit_tests weft_multirank_tests weft_security_tests; do
+  for t in "${asan_tests[@]}"; do
     echo "== $t (ASan+UBSan)"
     build-asan/tests/$t --gtest_brief=1
   done

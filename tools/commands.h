@@ -10,5 +10,7 @@ void add_run_command(CLI::App& app, int& exit_code);    // run_cmd.cc: the local
 void add_bench_command(CLI::App& app, int& exit_code);  // bench_cmd.cc: nccl-tests style benchmark
 void add_store_command(CLI::App& app, int& exit_code);  // store_cmd.cc: standalone TCP store
 void add_diag_command(CLI::App& app, int& exit_code);   // diag_cmd.cc: who is stuck where
+// ps_cmd.cc: the parameter server (ps_cmd_absent.cc in a build without gRPC)
+void add_ps_command(CLI::App& app, int& exit_code);
 
 }  // namespace weft::tools

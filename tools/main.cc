@@ -1,5 +1,5 @@
-// weft: the command-line tool. `weft run`, `weft bench`, `weft store`, `weft diag`; `weft --help`
-// lists them, `weft --version` says what the build has in it.
+// weft: the command-line tool. `weft run`, `weft bench`, `weft store`, `weft diag`, `weft ps`;
+// `weft --help` lists them, `weft --version` says what the build has in it.
 #include <CLI/CLI.hpp>
 
 #include "tools/commands.h"
@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   weft::tools::add_bench_command(app, exit_code);
   weft::tools::add_store_command(app, exit_code);
   weft::tools::add_diag_command(app, exit_code);
+  weft::tools::add_ps_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

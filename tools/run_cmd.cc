@@ -1,6 +1,8 @@
 // `weft run`: starts N local ranks of a program with the WEFT_* rendezvous variables set.
-//   weft run -n 4 [--host-ids a,a,b,b] [--timeout 60] [--] ./train --epochs 3
+//   weft run -n 4 [--host-ids a,a,b,b] [--timeout 60] [--ps 2] [--] ./train --epochs 3
 // The launcher itself lives in tools/launcher/ (job.h describes what it does).
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <iostream>
@@ -23,6 +25,7 @@ struct RunArgs {
   double grace_s = 2;
   bool summary = false;
   int respawn = 0;
+  int ps_shards = 0;
   std::string metrics_sd;
   std::vector<std::string> command;  // PROGRAM ARGS...
 };
@@ -44,6 +47,17 @@ int run(const RunArgs& args) {
   spec.grace = to_ms(args.grace_s);
   spec.summary_always = args.summary;
   spec.respawns = args.respawn;
+  spec.ps_shards = args.ps_shards;
+  if (spec.ps_shards > 0) {
+    // The shards are this same binary (`weft ps serve`), whatever PATH says.
+    char self[4096] = {};
+    const ssize_t n = ::readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+      std::cerr << "weft run: --ps: cannot find the weft binary (/proc/self/exe)\n";
+      return 1;
+    }
+    spec.weft_path.assign(self, static_cast<size_t>(n));
+  }
   spec.metrics_sd = args.metrics_sd;
   return launcher::run_job(spec);
 }
@@ -74,6 +88,11 @@ void add_run_command(CLI::App& app, int& exit_code) {
                   "times; the other ranks keep running (they shrink() and grow())")
       ->capture_default_str()
       ->check(CLI::Range(0, 1000));
+  cmd->add_option("--ps", args->ps_shards,
+                  "Also start this many parameter-server shards (`weft ps serve`) with the job's "
+                  "store; the ranks find them with weft::ps::Client::from_env")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 256));
   cmd->add_option("--metrics-sd", args->metrics_sd,
                   "Keep FILE a Prometheus file_sd target list of the ranks' /metrics endpoints "
                   "(ranks serve on WEFT_METRICS_ADDR, default 127.0.0.1:0)")

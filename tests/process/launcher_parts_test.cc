@@ -105,5 +105,20 @@ TEST(JobReportTest, ARankThatDiedOfASignalTheLauncherDidNotSendEndedOnItsOwn) {
       << s;
 }
 
+// `weft run --ps`: a shard that fails ends the job under its own name.
+TEST(JobReportTest, AFailedPsShardIsNamed) {
+  JobEnd end;
+  end.cause = EndCause::ps_shard_failed;
+  end.detail = 1;
+  EXPECT_EQ(describe_end(end, 2, 2, "exit 3"), "ps shard 1 failed (exit 3); terminating all 2 ranks");
+  std::vector<RankOutcome> outcomes(1);
+  outcomes[0].started = true;
+  outcomes[0].stopped_by_launcher = true;
+  outcomes[0].signals_sent = uint64_t{1} << SIGTERM;
+  outcomes[0].exit = ExitInfo{true, 0, SIGTERM, false};
+  EXPECT_NE(format_summary(outcomes, end).find("terminated by launcher after ps shard 1 failed"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace weft::launcher

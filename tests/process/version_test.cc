@@ -15,11 +15,12 @@ TEST(VersionTest, NamesVersionRevisionAndWhatIsBuiltIn) {
   ToolResult r = run_tool({"--version"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines = r.out_lines();
-  ASSERT_GE(lines.size(), 8u) << r.out;
+  ASSERT_GE(lines.size(), 9u) << r.out;
   EXPECT_EQ(lines[0], std::string("weft ") + WEFT_VERSION_STRING);
   const std::vector<std::string> prefixes = {"revision: ",     "transports: tcp, local, shm, mixed",
                                              "reduction kernels: generic", "security: ",
-                                             "python module: ", "torch backend: ", "build: "};
+                                             "python module: ", "torch backend: ",
+                                             "parameter server: ", "build: "};
   for (size_t i = 0; i < prefixes.size(); ++i) {
     EXPECT_EQ(lines[i + 1].rfind(prefixes[i], 0), 0u) << "line " << i + 1 << ": " << lines[i + 1];
   }

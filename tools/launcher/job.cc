@@ -35,7 +35,8 @@ namespace weft::launcher {
 namespace {
 
 // epoll user data: what became ready (high 32 bits) and for which rank (low 32 bits).
-enum class Source : uint32_t { signal, job_timer, grace_timer, exited, out, err };
+// ps_*: a parameter-server shard (low 32 bits: the shard).
+enum class Source : uint32_t { signal, job_timer, grace_timer, exited, out, err, ps_exited, ps_out, ps_err };
 
 uint64_t tag(Source s, int rank = 0) {
   return (static_cast<uint64_t>(s) << 32) | static_cast<uint32_t>(rank);
@@ -71,9 +72,18 @@ struct RankSlot {
   RankOutcome outcome;
 };
 
+// A parameter-server shard beside the ranks (JobSpec::ps_shards).
+struct ShardSlot {
+  std::optional<RankProcess> process;
+  std::unique_ptr<LineRelay> out;
+  std::unique_ptr<LineRelay> err;
+  std::optional<ExitInfo> exit;
+};
+
 class JobRunner {
  public:
-  explicit JobRunner(const JobSpec& spec) : spec_(spec), slots_(spec.ranks.size()) {}
+  explicit JobRunner(const JobSpec& spec)
+      : spec_(spec), slots_(spec.ranks.size()), shards_(static_cast<size_t>(spec.ps_shards)) {}
   int run();
 
  private:
@@ -83,6 +93,13 @@ class JobRunner {
   Status arm(Fd& timer, std::chrono::milliseconds after);
   Status start_ranks(const std::string& store_addr);
   Status start_rank(size_t r, bool joining);
+  Status start_shard(int shard);
+  void on_shard_exited(int shard);
+  void stop_shards();
+  SpawnRequest spawn_request(std::vector<std::string> argv, std::vector<std::string> own) const;
+  void drain(Fd& fd, LineRelay& relay, bool until_drained, const std::string& who);
+  void drain_to_end(RankProcess& process, LineRelay& out, LineRelay& err, const std::string& who);
+  Status watch(RankProcess& process, int index, Source exited, Source out, Source err);
   void respawn(int rank);
   void handle(uint64_t data);
   void read_pipe(int rank, Source which, bool until_drained);
@@ -94,6 +111,9 @@ class JobRunner {
 
   const JobSpec& spec_;
   std::vector<RankSlot> slots_;
+  std::vector<ShardSlot> shards_;
+  int shards_running_ = 0;
+  bool shards_stopping_ = false;  // every rank has exited: the shards were sent SIGTERM
   std::vector<pid_t> started_pids_;  // every rank process started, replacements included
   SignalBlock signals_;
   Fd epoll_;
@@ -218,29 +238,97 @@ Status JobRunner::start_ranks(const std::string& store_addr) {
     if (!port.ok()) return port.status();
     master_port_ = port.value();
   }
+  for (int s = 0; s < spec_.ps_shards; ++s) WEFT_RETURN_IF_ERROR(start_shard(s));
   for (size_t r = 0; r < slots_.size(); ++r) WEFT_RETURN_IF_ERROR(start_rank(r, false));
   return Status::success();
 }
 
+SpawnRequest JobRunner::spawn_request(std::vector<std::string> argv,
+                                      std::vector<std::string> own) const {
+  SpawnRequest request;
+  request.argv = std::move(argv);
+  if (!key_variable_.empty()) own.push_back(key_variable_);
+  request.env = base_environment(own);
+  request.env.insert(request.env.end(), own.begin(), own.end());
+  request.keep_fd = key_fd_.fd();
+  request.signal_mask = signals_.old_mask();
+  request.default_signals = signals_.child_defaults();
+  return request;
+}
+
+Status JobRunner::watch(RankProcess& process, int index, Source exited, Source out, Source err) {
+  WEFT_RETURN_IF_ERROR(add_watch(process.pidfd(), tag(exited, index)));
+  WEFT_RETURN_IF_ERROR(add_watch(process.stdout_pipe().get(), tag(out, index)));
+  return add_watch(process.stderr_pipe().get(), tag(err, index));
+}
+
+// Everything an exited process wrote is in the pipes by now; take it, then stop reading: a
+// helper it left behind could hold the pipes open forever.
+void JobRunner::drain_to_end(RankProcess& process, LineRelay& out, LineRelay& err,
+                             const std::string& who) {
+  drain(process.stdout_pipe(), out, true, who);
+  drain(process.stderr_pipe(), err, true, who);
+  out.finish();
+  err.finish();
+  process.stdout_pipe().reset();
+  process.stderr_pipe().reset();
+}
+
+Status JobRunner::start_shard(int shard) {
+  const std::string i = std::to_string(shard);
+  SpawnRequest request = spawn_request(
+      {spec_.weft_path, "ps", "serve", "--shard", i, "--of", std::to_string(spec_.ps_shards)},
+      {"WEFT_STORE_ADDR=" + store_addr_});
+  Result<RankProcess> process = RankProcess::spawn(request);
+  if (!process.ok()) return process.status().with_context("ps shard " + i);
+  ShardSlot& slot = shards_[static_cast<size_t>(shard)];
+  slot.process.emplace(std::move(process).value());
+  slot.out = std::make_unique<LineRelay>("ps" + i, STDOUT_FILENO);
+  slot.err = std::make_unique<LineRelay>("ps" + i, STDERR_FILENO);
+  ++shards_running_;
+  return watch(*slot.process, shard, Source::ps_exited, Source::ps_out, Source::ps_err);
+}
+
+void JobRunner::on_shard_exited(int shard) {
+  ShardSlot& slot = shards_[static_cast<size_t>(shard)];
+  if (slot.process->reaped()) return;
+  auto reaped = slot.process->try_reap();
+  if (!reaped.ok()) {
+    print_error(reaped.status().to_string());
+    return;
+  }
+  if (!reaped.value()) return;
+  drain_to_end(*slot.process, *slot.out, *slot.err, "ps shard " + std::to_string(shard));
+  slot.exit = *reaped.value();
+  --shards_running_;
+  if (!shards_stopping_ && end_.cause == EndCause::none) end_job(EndCause::ps_shard_failed, shard);
+}
+
+// Every rank has exited: the shards have served their purpose.
+void JobRunner::stop_shards() {
+  shards_stopping_ = true;
+  for (auto& slot : shards_) {
+    if (slot.process && !slot.process->reaped()) slot.process->signal_group(SIGTERM);
+  }
+  Status st = arm(grace_timer_, spec_.grace);
+  if (!st.ok()) {
+    print_error(st.to_string());
+    kill_survivors();
+  }
+}
+
 Status JobRunner::start_rank(size_t r, bool joining) {
   const int rank = static_cast<int>(r);
-  SpawnRequest request;
-  request.argv = spec_.command;
   std::vector<std::string> own = rank_environment(spec_.ranks[r], store_addr_);
   for (auto& v : torch_environment(spec_.ranks[r], master_port_, keep_master_)) {
     own.push_back(std::move(v));
   }
   if (joining) own.push_back("WEFT_JOIN=1");
-  if (!key_variable_.empty()) own.push_back(key_variable_);
   if (!spec_.metrics_sd.empty() && std::getenv("WEFT_METRICS_ADDR") == nullptr) {
     own.push_back("WEFT_METRICS_ADDR=127.0.0.1:0");
   }
-  request.env = base_environment(own);
-  request.env.insert(request.env.end(), own.begin(), own.end());
+  SpawnRequest request = spawn_request(spec_.command, std::move(own));
   request.inherit_stdin = rank == 0 && !joining;
-  request.keep_fd = key_fd_.fd();
-  request.signal_mask = signals_.old_mask();
-  request.default_signals = signals_.child_defaults();
   Result<RankProcess> process = RankProcess::spawn(request);
   if (!process.ok()) return process.status().with_context("rank " + std::to_string(rank));
   RankSlot& slot = slots_[r];
@@ -251,10 +339,7 @@ Status JobRunner::start_rank(size_t r, bool joining) {
   slot.out = std::make_unique<LineRelay>(rank, STDOUT_FILENO);
   slot.err = std::make_unique<LineRelay>(rank, STDERR_FILENO);
   ++running_;
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->pidfd(), tag(Source::exited, rank)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stdout_pipe().get(), tag(Source::out, rank)));
-  WEFT_RETURN_IF_ERROR(add_watch(slot.process->stderr_pipe().get(), tag(Source::err, rank)));
-  return Status::success();
+  return watch(*slot.process, rank, Source::exited, Source::out, Source::err);
 }
 
 void JobRunner::respawn(int rank) {
@@ -313,7 +398,8 @@ int JobRunner::run() {
   }
 
   epoll_event events[64];
-  while (running_ > 0) {
+  while (running_ > 0 || shards_running_ > 0) {
+    if (running_ == 0 && !shards_stopping_) stop_shards();
     int n = ::epoll_wait(epoll_.get(), events, 64, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -321,6 +407,10 @@ int JobRunner::run() {
       kill_survivors();
       for (size_t r = 0; r < slots_.size(); ++r) {
         if (slots_[r].process && !slots_[r].process->reaped()) on_exited(static_cast<int>(r));
+      }
+      shards_stopping_ = true;
+      for (size_t s = 0; s < shards_.size(); ++s) {
+        if (shards_[s].process && !shards_[s].process->reaped()) on_shard_exited(static_cast<int>(s));
       }
       break;
     }
@@ -352,7 +442,8 @@ void JobRunner::handle(uint64_t data) {
       break;
     case Source::grace_timer:
       consume_expirations(grace_timer_);
-      print_error("ranks still running " + std::to_string(spec_.grace.count()) +
+      print_error(std::string(shards_stopping_ && running_ == 0 ? "ps shards" : "ranks") +
+                  " still running " + std::to_string(spec_.grace.count()) +
                   " ms after the signal: sending SIGKILL");
       kill_survivors();
       break;
@@ -363,6 +454,17 @@ void JobRunner::handle(uint64_t data) {
     case Source::err:
       read_pipe(rank, source, false);
       break;
+    case Source::ps_exited:
+      on_shard_exited(rank);
+      break;
+    case Source::ps_out:
+    case Source::ps_err: {
+      ShardSlot& slot = shards_[static_cast<size_t>(rank)];
+      const bool out = source == Source::ps_out;
+      drain(out ? slot.process->stdout_pipe() : slot.process->stderr_pipe(),
+            out ? *slot.out : *slot.err, false, "ps shard " + std::to_string(rank));
+      break;
+    }
   }
 }
 
@@ -372,6 +474,10 @@ void JobRunner::read_pipe(int rank, Source which, bool until_drained) {
   RankSlot& slot = slots_[static_cast<size_t>(rank)];
   Fd& fd = which == Source::out ? slot.process->stdout_pipe() : slot.process->stderr_pipe();
   LineRelay& relay = which == Source::out ? *slot.out : *slot.err;
+  drain(fd, relay, until_drained, "rank " + std::to_string(rank));
+}
+
+void JobRunner::drain(Fd& fd, LineRelay& relay, bool until_drained, const std::string& who) {
   for (int reads = 0; fd.valid() && (until_drained || reads < 16); ++reads) {
     ssize_t n = ::read(fd.get(), buffer_.data(), buffer_.size());
     if (n > 0) {
@@ -381,7 +487,7 @@ void JobRunner::read_pipe(int rank, Source which, bool until_drained) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     if (n < 0) {
-      print_error(errno_status("read(rank " + std::to_string(rank) + " output)").to_string());
+      print_error(errno_status("read(" + who + " output)").to_string());
     }
     relay.finish();  // end of stream (or a read error): flush the partial line, stop watching
     fd.reset();      // closing removes it from the epoll set
@@ -397,13 +503,7 @@ void JobRunner::on_exited(int rank) {
     return;
   }
   if (!reaped.value()) return;  // not exited after all
-  // Everything the rank wrote is in the pipes by now; take it, then stop reading: a helper it
-  // left behind could hold the pipes open forever.
-  for (Source s : {Source::out, Source::err}) {
-    read_pipe(rank, s, true);
-    (s == Source::out ? *slot.out : *slot.err).finish();
-    (s == Source::out ? slot.process->stdout_pipe() : slot.process->stderr_pipe()).reset();
-  }
+  drain_to_end(*slot.process, *slot.out, *slot.err, "rank " + std::to_string(rank));
   slot.outcome.exit = *reaped.value();
   --running_;
   if (!slot.outcome.exit->success() && end_.cause == EndCause::none) {
@@ -448,6 +548,8 @@ void JobRunner::end_job(EndCause cause, int detail) {
   std::string failure;
   if (cause == EndCause::rank_failed) {
     failure = slots_[static_cast<size_t>(detail)].outcome.exit->describe();
+  } else if (cause == EndCause::ps_shard_failed) {
+    failure = shards_[static_cast<size_t>(detail)].exit->describe();
   }
   print_error(describe_end(end_, slots_.size(), stopped, failure));
   if (stopped > 0) {
@@ -467,6 +569,9 @@ void JobRunner::kill_survivors() {
       slot.outcome.signals_sent |= uint64_t{1} << SIGKILL;
     }
   }
+  for (auto& slot : shards_) {
+    if (slot.process && !slot.process->reaped()) slot.process->signal_group(SIGKILL);
+  }
 }
 
 int JobRunner::exit_code() const {
@@ -481,6 +586,10 @@ int JobRunner::exit_code() const {
       return kSpawnFailedExitCode;
     case EndCause::rank_failed:
       return slots_[static_cast<size_t>(end_.detail)].outcome.exit->shell_code();
+    case EndCause::ps_shard_failed: {
+      const int code = shards_[static_cast<size_t>(end_.detail)].exit->shell_code();
+      return code != 0 ? code : kLauncherErrorExitCode;  // gone while ranks ran: a failure
+    }
   }
   return kLauncherErrorExitCode;
 }

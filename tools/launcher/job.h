@@ -31,6 +31,12 @@ struct JobSpec {
   // A rank that fails is restarted (same command and rank variables, plus WEFT_JOIN=1) instead
   // of ending the job, this many times in all; the others are left running.
   int respawns = 0;
+  // `weft run --ps N`: N parameter-server shards (`<weft_path> ps serve --shard I --of N`),
+  // started before the ranks with the job's store and key, so they publish ps/shard/<I> where
+  // the ranks look (docs/parameter-server.md). Their output is relayed as "[psI] ". A shard that
+  // exits while ranks run ends the job; the shards get SIGTERM once every rank has exited.
+  int ps_shards = 0;
+  std::string weft_path;  // the weft binary
   // Keep this file a Prometheus file_sd list of the ranks' metrics endpoints (MetricsTargets);
   // ranks get WEFT_METRICS_ADDR=127.0.0.1:0 unless the environment sets it. Empty: off.
   std::string metrics_sd;
@@ -38,7 +44,7 @@ struct JobSpec {
 
 // Runs the job to the end and returns the launcher's exit code: 0 when every rank exited 0;
 // 124 after the timeout; 128 + signal when the launcher was signalled; otherwise the code of
-// the first rank that failed (128 + signal if a signal killed it). Every error is printed to
+// the first rank (or ps shard) that failed (128 + signal if a signal killed it). Every error is printed to
 // stderr prefixed "weft run: ".
 int run_job(const JobSpec& spec);
 

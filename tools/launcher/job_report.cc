@@ -33,6 +33,8 @@ std::string stop_reason(const JobEnd& end) {
       return "on " + signal_name(end.detail);
     case EndCause::start_failed:
       return "after a rank failed to start";
+    case EndCause::ps_shard_failed:
+      return "after ps shard " + std::to_string(end.detail) + " failed";
     case EndCause::none:
       break;
   }
@@ -56,6 +58,10 @@ std::string describe_end(const JobEnd& end, size_t ranks, int stopped, const std
       break;
     case EndCause::start_failed:
       what = "could not start every rank";
+      break;
+    case EndCause::ps_shard_failed:
+      what = "ps shard " + std::to_string(end.detail) + " failed";
+      if (!failure.empty()) what += " (" + failure + ")";
       break;
     case EndCause::none:
       return "";

@@ -13,11 +13,12 @@
 
 namespace weft::launcher {
 
-enum class EndCause { none, rank_failed, timeout, signal, start_failed };
+// ps_shard_failed: a parameter-server shard of `weft run --ps N` exited while the ranks ran.
+enum class EndCause { none, rank_failed, timeout, signal, start_failed, ps_shard_failed };
 
 struct JobEnd {
   EndCause cause = EndCause::none;
-  int detail = 0;  // rank_failed: the rank; signal: the signal number
+  int detail = 0;  // rank_failed: the rank; ps_shard_failed: the shard; signal: the signal number
   std::chrono::milliseconds timeout{0};
 };
 

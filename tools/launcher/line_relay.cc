@@ -25,8 +25,10 @@ bool write_all(int fd, std::string_view bytes) {
   return true;
 }
 
-LineRelay::LineRelay(int rank, int out_fd)
-    : prefix_("[" + std::to_string(rank) + "] "), out_fd_(out_fd) {}
+LineRelay::LineRelay(int rank, int out_fd) : LineRelay(std::to_string(rank), out_fd) {}
+
+LineRelay::LineRelay(const std::string& label, int out_fd)
+    : prefix_("[" + label + "] "), out_fd_(out_fd) {}
 
 void LineRelay::feed(std::string_view bytes) {
   while (!bytes.empty()) {

@@ -12,6 +12,8 @@ namespace weft::launcher {
 class LineRelay {
  public:
   LineRelay(int rank, int out_fd);
+  // Lines prefixed "[label] " (a helper process beside the ranks, e.g. "ps1").
+  LineRelay(const std::string& label, int out_fd);
 
   // Takes bytes just read from the rank; writes out every line they complete.
   void feed(std::string_view bytes);

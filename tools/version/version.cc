@@ -17,6 +17,7 @@ std::string version_text() {
        WEFT_BUILD_OPENSSL + ")\n";
   s += std::string("python module: ") + WEFT_BUILD_PYTHON + "\n";
   s += std::string("torch backend: ") + WEFT_BUILD_TORCH + "\n";
+  s += std::string("parameter server: ") + WEFT_BUILD_PS + "\n";
   s += std::string("build: ") + WEFT_BUILD_TYPE + ", " + WEFT_BUILD_COMPILER;
   return s;
 }
